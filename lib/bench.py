@@ -1,0 +1,127 @@
+"""Benchmark: K instances batched against the same K run one after another.
+
+Run ``make bench`` (or ``python -m lib.bench``). For every model family in
+:data:`FAMILIES` it trains K=16 instances for S Adam steps three ways and prints
+steps per second (one "step" advances all K instances) and the ratios:
+
+* batched: one call of :func:`lib.engine.train` with K=16;
+* sequential: 16 calls with K=1, the same engine;
+* plain: 16 runs of an ordinary ``nn.Module`` + ``torch.optim.Adam`` loop, the
+  implementation a reader would write first.
+
+Speed is measured here, as ratios, and never in a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+
+import torch
+import torch.nn as nn
+
+from .engine import train
+from .models import ACTIVATIONS, EmbMLP, LinearEmb, build
+
+
+class _PlainEmbMLP(nn.Module):
+    def __init__(self, V, d, m, n_out, activation):
+        super().__init__()
+        self.E = nn.Embedding(V, d)
+        self.W1 = nn.Linear(d, m, bias=False)
+        self.W2 = nn.Linear(m, n_out, bias=False)
+        self.act = ACTIVATIONS[activation]
+
+    def forward(self, X):
+        return self.W2(self.act(self.W1(self.E(X).sum(1))))
+
+
+class _PlainLinear(nn.Module):
+    def __init__(self, V, d, n_out):
+        super().__init__()
+        self.E = nn.Embedding(V, d)
+        self.W = nn.Linear(d, n_out, bias=False)
+
+    def forward(self, X):
+        return self.W(self.E(X).sum(1))
+
+
+def _families(V, L, d, batch):
+    yield "Emb-MLP (SiLU)", EmbMLP(V, d, 4 * d, V), lambda: _PlainEmbMLP(V, d, 4 * d, V, "silu")
+    yield "linear embedding", LinearEmb(V, d, V), lambda: _PlainLinear(V, d, V)
+
+
+FAMILIES = ("Emb-MLP (SiLU)", "linear embedding")
+
+
+def _data(V, L, N=4096, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, V, (N, L), generator=g), torch.randint(0, V, (N,), generator=g)
+
+
+def _time(fn, repeats=3):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _batched(model, X, y, K, steps, kw):
+    train(model, build(model, list(range(K))), (X, y), steps, **kw)
+
+
+def _sequential(model, X, y, K, steps, kw):
+    for k in range(K):
+        train(model, build(model, [k]), (X, y), steps, **kw)
+
+
+def _plain_loop(make_net, X, y, K, steps, batch):
+    for k in range(K):
+        torch.manual_seed(k)
+        net = make_net()
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(steps):
+            idx = torch.randint(0, X.shape[0], (batch,), generator=gen)
+            loss = nn.functional.cross_entropy(net(X[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3):
+    X, y = _data(V, L)
+    kw = dict(optimizer="adam", lr=1e-3, batch_size=batch, log_at=[steps])
+    rows = []
+    for name, model, plain in _families(V, L, d, batch):
+        t_b = _time(partial(_batched, model, X, y, K, steps, kw), repeats)
+        t_s = _time(partial(_sequential, model, X, y, K, steps, kw), repeats)
+        t_p = _time(partial(_plain_loop, plain, X, y, K, steps, batch), repeats)
+        rows.append((name, steps / t_b, steps / t_s, steps / t_p, t_s / t_b, t_p / t_b))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--K", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--d", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=64)
+    args = ap.parse_args(argv)
+    rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch)
+    print(
+        f"K={args.K} instances, {args.steps} Adam steps, d={args.d}, batch={args.batch}, "
+        f"{torch.get_num_threads()} threads (steps/s: one step advances all K instances)"
+    )
+    print(
+        f"{'model':<20}{'batched':>10}{'sequential':>12}{'plain':>10}{'batched/seq':>13}{'batched/plain':>15}"
+    )
+    for name, b, s, p, r_s, r_p in rows:
+        print(f"{name:<20}{b:>10.1f}{s:>12.1f}{p:>10.1f}{r_s:>12.1f}x{r_p:>14.1f}x")
+
+
+if __name__ == "__main__":
+    main()

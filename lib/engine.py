@@ -1,0 +1,254 @@
+"""The training engine: K model instances trained at once.
+
+Seeds and hyperparameters are an instance dimension of one batched model (as in
+*Toy Models of Superposition*), so a sweep is one run. Every instance has its own
+learning rate per parameter group (``lr`` and ``group_lr``), which is what the
+QK/OV chapter needs (eta_QK != eta_OV, varying across instances).
+
+The loss is the sum over instances of each instance's mean loss, so the gradient
+of instance k's weights is exactly that instance's own gradient: instances never
+interact. Optimizers are written out (GD, SGD with momentum, Adam, AdamW) because
+torch.optim takes one scalar learning rate per parameter group, not one per instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from .config import ConfigError, quiet
+
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+
+
+class TrainingDivergedError(FloatingPointError):
+    """NaN or inf appeared in training; the message names the step, instance and parameter."""
+
+
+def log_steps(total: int, n: int = 60) -> np.ndarray:
+    """About ``n`` log-spaced logging steps in [0, total], always including 0 and total."""
+    if total < 0:
+        raise ConfigError(f"total steps must be >= 0, got {total}")
+    s = np.unique(np.round(np.geomspace(1, max(total, 1), num=max(n - 1, 1))).astype(int))
+    return np.unique(np.concatenate([[0], s[s <= total], [total]]))
+
+
+@dataclass
+class History:
+    """What a run logged: ``steps`` (n_logs,) and ``metrics[name]`` of shape (n_logs, K, ...)."""
+
+    steps: np.ndarray
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.metrics[name]
+
+    def at(self, name: str, step: int) -> np.ndarray:
+        """The value logged at the logged step closest to ``step``."""
+        return self.metrics[name][int(np.argmin(np.abs(self.steps - step)))]
+
+
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy per instance: logits (K, B, C), labels (B,) or (K, B) -> (K,)."""
+    K, B, C = logits.shape
+    y = y.expand(K, B) if y.dim() == 1 else y
+    return (
+        F.cross_entropy(logits.reshape(K * B, C), y.reshape(-1), reduction="none")
+        .view(K, B)
+        .mean(1)
+    )
+
+
+def _per_instance(value, K: int, name: str, device) -> torch.Tensor:
+    t = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
+    if t.numel() == 1:
+        t = t.expand(K).clone()
+    if t.numel() != K:
+        raise ConfigError(f"{name} has {t.numel()} values but there are K={K} instances")
+    if not torch.isfinite(t).all() or (t < 0).any():
+        raise ConfigError(f"{name} must be finite and >= 0, got {t.tolist()}")
+    return t
+
+
+def _bcast(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    return t.view(-1, *([1] * (p.dim() - 1)))
+
+
+def _check_finite(step: int, params: Mapping[str, torch.Tensor], loss: torch.Tensor | None) -> None:
+    """Raise TrainingDivergedError naming the first non-finite instance and parameter."""
+    ok = [p.detach().flatten(1).isfinite().all(1) for p in params.values()]
+    bad_param = ~torch.stack(ok)  # (n_params, K)
+    bad_loss = ~loss.isfinite() if loss is not None else torch.zeros_like(bad_param[0])
+    if not (bad_param.any() or bad_loss.any()):
+        return
+    names = list(params)
+    k = int(torch.nonzero(bad_param.any(0) | bad_loss)[0])
+    hit = [names[i] for i in torch.nonzero(bad_param[:, k]).flatten().tolist()]
+    if hit:
+        where = f"parameter {hit[0]!r}" + (f" (also {hit[1:]})" if len(hit) > 1 else "")
+    else:
+        norms = {n: float(p.detach()[k].norm()) for n, p in params.items()}
+        big = max(norms, key=norms.get)
+        where = f"the loss (weights still finite; largest is {big!r} with norm {norms[big]:.3g})"
+    raise TrainingDivergedError(
+        f"non-finite value at step {step}, instance {k}: {where}. "
+        "Lower the learning rate of that instance or clip gradients."
+    )
+
+
+def train(
+    model,
+    params: dict[str, torch.Tensor],
+    data,
+    steps: int,
+    *,
+    optimizer: str = "adam",
+    lr=1e-3,
+    group_lr: Mapping[str, object] | None = None,
+    momentum: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    batch_size: int | None = None,
+    clip: float | None = None,
+    schedule: Callable[[int], float] | None = None,
+    loss_fn: Callable = cross_entropy,
+    log_at: int | Sequence[int] = 60,
+    callbacks: Mapping[str, Callable] | None = None,
+    seed: int = 0,
+    desc: str = "train",
+    frozen: Sequence[str] = (),
+) -> History:
+    """Train all K instances of ``params`` (updated in place) for ``steps`` steps.
+
+    Args:
+        model: has ``specs()`` (name -> ParamSpec with a ``group``) and ``forward(params, X)``.
+        params: name -> (K, ...) tensors with requires_grad.
+        data: ``(X, y)`` tensors of the whole training set (full batch if ``batch_size``
+            is None, else minibatches drawn with a generator seeded by ``seed``), or a
+            callable ``data(step) -> (X, y)`` that streams batches.
+        optimizer: ``gd`` (full batch, plain steps), ``sgd`` (optional momentum),
+            ``adam`` (L2 weight decay in the gradient) or ``adamw`` (decoupled decay).
+        lr: learning rate, a scalar or one per instance.
+        group_lr: parameter group -> learning rate (scalar or per instance); overrides
+            ``lr`` for that group, e.g. ``{"qk": eta_qk, "ov": eta_ov}``.
+        clip: clip each instance's global gradient norm to this value.
+        schedule: step -> multiplier of every learning rate.
+        log_at: number of log-spaced logging steps, or the explicit steps.
+        callbacks: name -> ``fn(step, params) -> (K, ...)`` metrics, called under
+            no_grad at every logging step; ``loss`` (the batch loss) is always logged.
+        frozen: names of weights that are not trained.
+
+    Returns:
+        A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
+    if steps < 0:
+        raise ConfigError(f"steps must be >= 0, got {steps}")
+    specs = model.specs()
+    unknown = set(params) - set(specs)
+    if unknown:
+        raise ConfigError(f"params {sorted(unknown)} are not weights of {type(model).__name__}")
+    K = next(iter(params.values())).shape[0]
+    device = next(iter(params.values())).device
+    groups = {s.group for s in specs.values()}
+    group_lr = dict(group_lr or {})
+    for g in group_lr:
+        if g not in groups:
+            raise ConfigError(
+                f"group_lr names group {g!r}, which {type(model).__name__} lacks ({sorted(groups)})"
+            )
+    base_lr = _per_instance(lr, K, "lr", device)
+    lrs = {g: _per_instance(v, K, f"group_lr[{g!r}]", device) for g, v in group_lr.items()}
+    trained = {n: p for n, p in params.items() if n not in frozen}
+    lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
+    state = {n: {} for n in trained}
+
+    if callable(data):
+        next_batch = data
+    else:
+        X_all, y_all = data
+        if optimizer == "gd" and batch_size is not None:
+            raise ConfigError("optimizer='gd' is full-batch: leave batch_size=None")
+        if batch_size is None:
+            next_batch = lambda step: (X_all, y_all)
+        else:
+            gen = torch.Generator(device="cpu").manual_seed(seed)
+            N = X_all.shape[-2] if X_all.dim() == 3 else X_all.shape[0]
+
+            def next_batch(step):
+                idx = torch.randint(0, N, (batch_size,), generator=gen).to(X_all.device)
+                Xb = X_all[:, idx] if X_all.dim() == 3 else X_all[idx]
+                yb = y_all[:, idx] if y_all.dim() == 2 else y_all[idx]
+                return Xb, yb
+
+    log_set = set(int(s) for s in (log_steps(steps, log_at) if isinstance(log_at, int) else log_at))
+    log_set = {s for s in log_set if 0 <= s <= steps}
+    callbacks = dict(callbacks or {})
+    records: dict[str, list] = {"loss": []}
+    records.update({n: [] for n in callbacks})
+    logged: list[int] = []
+    b1, b2 = betas
+
+    bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
+    try:
+        for step in range(steps + 1):
+            X, y = next_batch(step)
+            need_grad = step < steps
+            with torch.set_grad_enabled(need_grad):
+                loss = loss_fn(model.forward(params, X), y)
+            # Checked before the update, so the message names the weight that went bad
+            # first, not every weight its gradient has since contaminated.
+            if step in log_set or not torch.isfinite(loss.detach()).all():
+                _check_finite(step, params, loss.detach())
+            if step in log_set:
+                logged.append(step)
+                records["loss"].append(loss.detach().cpu().numpy().copy())
+                with torch.no_grad():
+                    for name, fn in callbacks.items():
+                        v = fn(step, params)
+                        v = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+                        records[name].append(np.array(v, copy=True))
+            if not need_grad:
+                break
+            grads = torch.autograd.grad(loss.sum(), list(trained.values()))
+            mult = 1.0 if schedule is None else float(schedule(step))
+            with torch.no_grad():
+                if clip is not None:
+                    gnorm = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
+                    scale = torch.clamp(clip / (gnorm + 1e-12), max=1.0)
+                    grads = [g * _bcast(scale, g) for g in grads]
+                t = step + 1
+                for (name, p), g in zip(trained.items(), grads, strict=True):
+                    st, eta = state[name], lr_of[name] * mult
+                    if optimizer in ("gd", "sgd"):
+                        if weight_decay:
+                            g = g + weight_decay * p
+                        if momentum:
+                            buf = st.get("m")
+                            buf = g.clone() if buf is None else buf.mul_(momentum).add_(g)
+                            st["m"], g = buf, buf
+                        p.sub_(eta * g)
+                    else:
+                        if optimizer == "adam" and weight_decay:
+                            g = g + weight_decay * p
+                        if "m" not in st:
+                            st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                        st["m"].mul_(b1).add_(g, alpha=1 - b1)
+                        st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                        if optimizer == "adamw" and weight_decay:
+                            p.mul_(1 - eta * weight_decay)
+                        # p -= eta * mhat / (sqrt(vhat) + eps), in as few passes as possible
+                        denom = st["v"].sqrt().div_((1 - b2**t) ** 0.5).add_(eps)
+                        p.addcdiv_(st["m"] * (eta / (1 - b1**t)), denom, value=-1.0)
+            bar.update(1)
+    finally:
+        bar.close()
+    _check_finite(steps, params, None)
+    return History(np.array(logged), {n: np.stack(v) for n, v in records.items() if v})

@@ -1,0 +1,87 @@
+"""The one initialization function every model goes through.
+
+A weight with fan-in ``d_in`` is drawn from N(0, d_in^(-2 gamma)): gamma is the
+*initialization rate* of Zhang et al. (NeurIPS 2024) and Yao et al. (ICML 2025).
+gamma = 0.5 is the standard (LeCun) scale; gamma > 0.5 is small initialization.
+
+Weights are stacked on a leading *instance* dimension K, so that one batched
+model holds a whole sweep (seeds x gamma x ...). Instance k is drawn from its own
+generator seeded with ``seeds[k]``, so an instance's weights do not depend on
+which other instances share the batch: a batched run and the same instances run
+one after another start from identical weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+GROUPS = ("embedding", "position", "qk", "ov", "mlp", "unembedding")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """Shape (without the instance dimension), fan-in and parameter group of one weight."""
+
+    shape: tuple[int, ...]
+    fan_in: int
+    group: str
+
+    def __post_init__(self):
+        if self.group not in GROUPS:
+            raise ValueError(f"unknown parameter group {self.group!r}; valid groups: {GROUPS}")
+        if self.fan_in <= 0:
+            raise ValueError(f"fan_in must be positive, got {self.fan_in}")
+
+
+def _per_instance(value, K: int, name: str) -> torch.Tensor:
+    t = torch.as_tensor(value, dtype=torch.float64).flatten()
+    if t.numel() == 1:
+        t = t.expand(K)
+    if t.numel() != K:
+        raise ValueError(f"{name} has {t.numel()} values but there are K={K} instances")
+    return t
+
+
+def init_params(
+    specs: Mapping[str, ParamSpec],
+    seeds: Sequence[int] | int,
+    gamma: float | Sequence[float] | torch.Tensor = 1.0,
+    group_gamma: Mapping[str, float | Sequence[float]] | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, torch.Tensor]:
+    """Draw every weight of a model: ``W[k] ~ N(0, fan_in^(-2 gamma_k))``.
+
+    Args:
+        specs: name -> ParamSpec, in the order the weights are drawn.
+        seeds: one seed per instance (an int means a single instance).
+        gamma: the initialization rate, a scalar or one value per instance.
+        group_gamma: per parameter group overrides of gamma (scalar or per instance),
+            e.g. ``{"qk": 1.5}`` to start attention scores smaller than the rest.
+
+    Returns:
+        name -> tensor of shape ``(K, *spec.shape)``, with ``requires_grad`` set.
+    """
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    K = len(seeds)
+    if K == 0:
+        raise ValueError("init_params needs at least one seed")
+    group_gamma = dict(group_gamma or {})
+    for g in group_gamma:
+        if g not in GROUPS:
+            raise ValueError(f"group_gamma names unknown group {g!r}; valid groups: {GROUPS}")
+    base = _per_instance(gamma, K, "gamma")
+    gammas = {g: _per_instance(v, K, f"group_gamma[{g!r}]") for g, v in group_gamma.items()}
+    out = {name: torch.empty((K, *spec.shape), dtype=dtype) for name, spec in specs.items()}
+    for k, seed in enumerate(seeds):
+        gen = torch.Generator().manual_seed(int(seed))
+        for name, spec in specs.items():
+            g = gammas.get(spec.group, base)[k]
+            std = float(spec.fan_in) ** (-float(g))
+            out[name][k] = (
+                torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(dtype) * std
+            )
+    return {n: p.to(device).requires_grad_(True) for n, p in out.items()}

@@ -1,0 +1,123 @@
+"""The book's models, batched over a leading instance dimension K.
+
+A model is a small object that knows its weights' shapes (``specs``) and maps
+weights + tokens to logits (``forward``). Weights live outside it, as a dict of
+tensors of shape ``(K, ...)`` made by :func:`lib.init.init_params`, so one model
+object serves a whole sweep of seeds and hyperparameters, and the training engine
+(:mod:`lib.engine`) can give every instance its own learning rates.
+
+Tokens ``X`` are ``(B, L)`` (one batch shared by all instances) or ``(K, B, L)``
+(a batch per instance). Logits are ``(K, B, n_out)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .init import ParamSpec, init_params
+
+ACTIVATIONS = {
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "tanh": torch.tanh,
+    "relu": F.relu,
+    "linear": lambda x: x,
+}
+# Taylor coefficients at 0, sigma(x) = c1 x + c2/2 x^2 + ..., used by the flow chapters.
+ACTIVATION_TAYLOR = {
+    "silu": (0.5, 0.5),
+    "gelu": (0.5, (2 / torch.pi) ** 0.5),
+    "tanh": (1.0, 0.0),
+    "linear": (1.0, 0.0),
+}
+
+
+def token_counts(X: torch.Tensor, V: int, dtype=torch.float32) -> torch.Tensor:
+    """Counts c_s(X) of every token in every sequence: (..., L) ids -> (..., V)."""
+    C = torch.zeros((*X.shape[:-1], V), dtype=dtype, device=X.device)
+    return C.scatter_add_(-1, X, torch.ones(X.shape, dtype=dtype, device=X.device))
+
+
+def embed_sum(E: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """h = sum_i E[x_i] = c(X) E: the bag-of-tokens input of the Emb-MLP, shape (K, B, d).
+
+    Written as a product with the count matrix rather than a gather: the backward
+    of a gather is a scatter-add, which profiling showed to be the slowest op of a
+    batched step; the backward of a matmul is another matmul.
+    """
+    if X.dim() not in (2, 3):
+        raise ValueError(f"tokens must be (B, L) or (K, B, L); got shape {tuple(X.shape)}")
+    return torch.matmul(token_counts(X, E.shape[1], E.dtype), E)
+
+
+def embed(E: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """Rows of the (K, V, d) table for tokens (B, L) or (K, B, L): shape (K, B, L, d)."""
+    K, V, d = E.shape
+    if X.dim() == 2:
+        return E[:, X.reshape(-1)].view(K, *X.shape, d)
+    if X.dim() == 3 and X.shape[0] == K:
+        idx = X.reshape(K, -1, 1).expand(-1, -1, d)
+        return torch.gather(E, 1, idx).view(K, *X.shape[1:], d)
+    raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
+
+
+@dataclass
+class EmbMLP:
+    """Emb-MLP of Yao et al. (2025): f(X) = sigma((sum_{s in X} E_s) W1) W2, no biases."""
+
+    vocab_size: int
+    d_model: int
+    d_hidden: int
+    n_out: int
+    activation: str = "silu"
+    emb_fan_in: int | None = None  # default: vocab_size, the group's convention (d_in of E)
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}"
+            )
+
+    def specs(self) -> dict[str, ParamSpec]:
+        return {
+            "E": ParamSpec(
+                (self.vocab_size, self.d_model), self.emb_fan_in or self.vocab_size, "embedding"
+            ),
+            "W1": ParamSpec((self.d_model, self.d_hidden), self.d_model, "mlp"),
+            "W2": ParamSpec((self.d_hidden, self.n_out), self.d_hidden, "unembedding"),
+        }
+
+    def forward(self, params: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+        h = embed_sum(params["E"], X)
+        return torch.matmul(
+            ACTIVATIONS[self.activation](torch.matmul(h, params["W1"])), params["W2"]
+        )
+
+
+@dataclass
+class LinearEmb:
+    """Two-layer linear embedding model: f(X) = (sum_{s in X} E_s) W. Driven by M = R(Phi^y - U)."""
+
+    vocab_size: int
+    d_model: int
+    n_out: int
+    emb_fan_in: int | None = None
+
+    def specs(self) -> dict[str, ParamSpec]:
+        return {
+            "E": ParamSpec(
+                (self.vocab_size, self.d_model), self.emb_fan_in or self.vocab_size, "embedding"
+            ),
+            "W": ParamSpec((self.d_model, self.n_out), self.d_model, "unembedding"),
+        }
+
+    def forward(self, params: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(embed_sum(params["E"], X), params["W"])
+
+
+def build(model, seeds, gamma=1.0, group_gamma=None, device="cpu"):
+    """Initialize ``model``'s weights for the given seeds through the one init function."""
+    return init_params(model.specs(), seeds, gamma=gamma, group_gamma=group_gamma, device=device)

@@ -1,0 +1,105 @@
+"""The book's one figure style.
+
+The same quantity has the same colour in every chapter: each signature order, the
+QK and OV circuits, small vs large initialization. Similarity matrices use one
+diverging colour map centred at 0; learning dynamics use a log time axis; seeds
+are drawn as a band (mean and min-max), never as separate lines.
+"""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+# One colour per quantity, fixed across the book (colour-blind safe: seaborn "colorblind").
+_CB = sns.color_palette("colorblind", 10)
+COLORS = {
+    # signature orders
+    "order0": _CB[0],  # label signature phi^y (context-free)
+    "contextual": _CB[2],  # co-occurrence signature phi^X
+    "order1": _CB[3],  # joint (context token, label) signature phi^{X|y}
+    "order2": _CB[4],
+    "traceback": _CB[7],  # psi^X, the output layer's signature
+    # language-model signatures
+    "next": _CB[0],  # next-token = the LM's order 0
+    "skip2": _CB[1],
+    "skip3": _CB[8],
+    "skip4": _CB[5],
+    "window": _CB[3],
+    "previous": _CB[7],
+    # circuits
+    "qk": _CB[1],
+    "ov": _CB[9],
+    # initialization
+    "small": _CB[0],
+    "large": _CB[3],
+    "theory": (0.15, 0.15, 0.15),
+    "null": (0.6, 0.6, 0.6),
+}
+SIMILARITY_CMAP = "RdBu_r"
+FIGSIZE = (5.0, 3.2)
+
+
+def use_book_style() -> None:
+    """Set the book's matplotlib defaults (call once per chapter)."""
+    sns.set_theme(context="notebook", style="ticks", font_scale=0.9)
+    mpl.rcParams.update(
+        {
+            "figure.figsize": FIGSIZE,
+            "figure.dpi": 110,
+            "savefig.dpi": 150,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.titlesize": "medium",
+            "legend.frameon": False,
+            "image.cmap": SIMILARITY_CMAP,
+        }
+    )
+
+
+def similarity_heatmap(ax, S, labels=None, title=None, vmax=1.0, colorbar=True):
+    """A similarity matrix on the book's diverging map, centred at 0 (range [-vmax, vmax])."""
+    S = np.asarray(S, dtype=float)
+    im = ax.imshow(S, cmap=SIMILARITY_CMAP, vmin=-vmax, vmax=vmax, interpolation="nearest")
+    if labels is not None:
+        step = max(1, len(labels) // 12)
+        ticks = np.arange(0, len(labels), step)
+        ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=90, fontsize=7)
+        ax.set_yticks(ticks, [labels[i] for i in ticks], fontsize=7)
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return im
+
+
+def band(ax, x, Y, color, label=None, log_x=True, alpha=0.25, **kw):
+    """Seeds as a band: the mean line and the min-max range of Y (n_points, n_seeds)."""
+    x = np.asarray(x, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(len(x), -1)
+    if log_x:
+        x = np.where(x <= 0, np.nan, x)  # step 0 cannot sit on a log axis
+        ax.set_xscale("log")
+    ax.plot(x, np.nanmean(Y, 1), color=color, label=label, **kw)
+    if Y.shape[1] > 1:
+        ax.fill_between(x, np.nanmin(Y, 1), np.nanmax(Y, 1), color=color, alpha=alpha, lw=0)
+    return ax
+
+
+def signature_bars(ax, values, labels=None, color=None, title=None):
+    """A signature vector (a distribution over labels or tokens) as bars."""
+    values = np.asarray(values, dtype=float)
+    ax.bar(np.arange(len(values)), values, color=color or COLORS["order0"], width=1.0)
+    if labels is not None:
+        step = max(1, len(labels) // 10)
+        ax.set_xticks(
+            np.arange(0, len(labels), step), [labels[i] for i in range(0, len(labels), step)]
+        )
+    if title:
+        ax.set_title(title)
+    return ax

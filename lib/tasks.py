@@ -1,0 +1,511 @@
+"""Synthetic tasks of the book: one seeded, vectorized generator per task.
+
+Every generator returns plain ``torch.int64`` tensors and never loops over samples in
+Python. Where a task is meant to show a property of the *signatures* (the label
+statistics of a token, see ``context_staircase.md`` §7.1), the data are an **exactly
+balanced enumerated design**: every combination of the task's factors appears the same
+number of times. Then the identities the chapters rely on (e.g. "all memory anchors have
+the same order-0 label signature") hold exactly on the training set, by construction,
+rather than only in expectation.
+
+Notation used in the docstrings (``context_staircase.md`` §7.1):
+
+* order-0 (label) signature of token ``s``: ``phi_s(nu) ∝ sum_n c_s(X_n) 1[y_n = nu]``,
+  the label distribution over sequences containing ``s``, weighted by its count;
+* order-1 (joint) signature: ``phi_s(mu, nu) ∝ sum_n c_s(X_n) c_mu(X_n) 1[y_n = nu]``,
+  the joint distribution of (another token in the context, label).
+
+A task's ``info_order`` says which of the two carries the information that tells the
+task-relevant tokens apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+__all__ = [
+    "TaskData",
+    "Task",
+    "composite_addition",
+    "gated_addition",
+    "gated_addition_naive",
+    "modular_addition",
+    "ScanSnap",
+    "ScanSnapBatch",
+    "scan_snap_probs",
+    "scan_snap_batch",
+    "scan_snap_uniform_distinct_mass",
+]
+
+
+@dataclass
+class TaskData:
+    """One split of a task: token ids, labels (in the token id space) and named token sets."""
+
+    X: torch.Tensor  # (N, L) int64 token ids
+    y: torch.Tensor  # (N,) int64 labels
+    vocab_size: int
+    n_labels: int
+    groups: dict[str, list[int]]
+    name: str
+
+    def __len__(self) -> int:
+        return self.X.shape[0]
+
+
+@dataclass
+class Task:
+    """A task: train split, optional test split, and which signature order is informative."""
+
+    train: TaskData
+    test: TaskData | None
+    info_order: int
+    description: str
+
+
+def _generator(seed: int) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(int(seed))
+    return g
+
+
+def _shuffle(g: torch.Generator, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Apply one seeded row permutation to all tensors (the design is enumerated in order)."""
+    perm = torch.randperm(tensors[0].shape[0], generator=g)
+    return tuple(t[perm] for t in tensors)
+
+
+def _random_keys(g: torch.Generator, shape: tuple[int, ...], lo, hi) -> torch.Tensor:
+    """Uniform integers in [lo, hi] (inclusive); ``lo``/``hi`` may be per-row tensors."""
+    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    lo = torch.as_tensor(lo, dtype=torch.int64)
+    hi = torch.as_tensor(hi, dtype=torch.int64)
+    if lo.ndim == 1:  # per-row bounds broadcast over the trailing positions
+        lo, hi = lo[:, None], hi[:, None]
+    return lo + (u * (hi - lo + 1).to(torch.float64)).long().clamp(max=hi - lo)
+
+
+# ---------------------------------------------------------------------------
+# T1 / T2: composite addition with memory and reasoning anchors
+# ---------------------------------------------------------------------------
+
+T1_KEYS = list(range(21, 121))
+T1_MEMORY = list(range(1, 11))
+T1_REASONING = list(range(11, 21))
+
+
+def _place(
+    g: torch.Generator, z: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, seq_len: int, klo, khi
+) -> torch.Tensor:
+    """Sequences of noise keys in [klo, khi] with ``z, a1, a2`` written at a random position p."""
+    n = z.shape[0]
+    X = _random_keys(g, (n, seq_len), klo, khi)
+    p = torch.randint(0, seq_len - 2, (n,), generator=g)
+    rows = torch.arange(n)
+    X[rows, p] = z
+    X[rows, p + 1] = a1
+    X[rows, p + 2] = a2
+    return X
+
+
+def composite_addition(
+    seed: int,
+    reps: int = 1,
+    seq_len: int = 9,
+    noise_keys: bool = True,
+    intervals: bool = False,
+    held_out: tuple[tuple[int, int], ...] = ((11, 13), (13, 11)),
+) -> Task:
+    """T1 (and T2 with ``intervals=True``): the anchor-function composite-addition task.
+
+    Definition (``context_staircase.md`` §4.2, §8.1). Keys ``z ∈ {21..120}``, memory anchors
+    ``{1..10}``, reasoning anchors ``{11..20}``. A sequence holds the key ``z`` at a random
+    position ``p`` followed by an anchor pair ``(a1, a2)``, both from the same group; with
+    ``noise_keys`` the other ``seq_len - 3`` positions are uniform random keys, otherwise the
+    sequence is just ``[z, a1, a2]`` (``seq_len`` is then 3).
+
+    * reasoning pair: ``y = z + a1 + a2`` (43..160);
+    * memory pair: ``y = pi_{a1,a2}(z)``, with ``pi_{a1,a2}`` a seeded random *permutation* of
+      the key set, one per memory pair.
+
+    Design: every ``(z, a1, a2)`` with ``a1, a2`` from one group (``a1 == a2`` included)
+    appears exactly ``reps`` times in train, except the ``held_out`` pairs, whose sequences
+    (also ``reps`` each) form the test set. Positions and noise keys are random; rows are
+    shuffled.
+
+    Information is at **order 0**. A reasoning anchor's label signature is the key/anchor
+    label distribution *shifted by the anchor's value*, so the signatures of 11..20 are
+    ordered (nearby anchors overlap most). A memory anchor's signature is **exactly uniform
+    on the key set and identical for all memory anchors**: each memory pair maps the
+    enumerated keys through a permutation, so each pair contributes every key label exactly
+    ``reps`` times, whatever the anchor's count in the sequence. (Held-out memory pairs would
+    remove whole uniform blocks, so the identity survives any ``held_out``.)
+
+    T2 (``intervals=True``): reasoning anchors 11..15 occur only with keys 21..70 and
+    16..20 only with keys 71..120 (pairs within a sub-group; noise keys drawn from the same
+    key interval), so the anchors' *contextual* signatures (which keys they co-occur with)
+    split into two blocks and their label signatures move with them. Memory pairs are
+    unchanged (all keys), so the memory identity still holds.
+    """
+    if not noise_keys:
+        seq_len = 3
+    if seq_len < 3:
+        raise ValueError(f"seq_len must be >= 3 to hold a key and two anchors, got {seq_len}")
+    g = _generator(seed)
+    keys = torch.tensor(T1_KEYS)
+    n_keys = len(T1_KEYS)
+
+    # Enumerate (z, a1, a2) blocks: one tensor triple per (pair-group, key-interval).
+    blocks = []  # (z, a1, a2, key_lo, key_hi)
+
+    def pairs_of(anchors: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.tensor(anchors)
+        a1, a2 = torch.meshgrid(a, a, indexing="ij")
+        return a1.reshape(-1), a2.reshape(-1)
+
+    def cross(z: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor):
+        # Every key with every pair: (len(z) * len(pairs),), keys varying fastest.
+        return (
+            z.repeat(a1.numel()),
+            a1.repeat_interleave(z.numel()),
+            a2.repeat_interleave(z.numel()),
+        )
+
+    if intervals:
+        for anchors, (lo, hi) in ((T1_REASONING[:5], (21, 70)), (T1_REASONING[5:], (71, 120))):
+            z, a1, a2 = cross(torch.arange(lo, hi + 1), *pairs_of(anchors))
+            blocks.append((z, a1, a2, lo, hi))
+    else:
+        z, a1, a2 = cross(keys, *pairs_of(T1_REASONING))
+        blocks.append((z, a1, a2, 21, 120))
+    z, a1, a2 = cross(keys, *pairs_of(T1_MEMORY))
+    blocks.append((z, a1, a2, 21, 120))
+
+    z = torch.cat([b[0] for b in blocks]).repeat(reps)
+    a1 = torch.cat([b[1] for b in blocks]).repeat(reps)
+    a2 = torch.cat([b[2] for b in blocks]).repeat(reps)
+    klo = torch.cat([torch.full_like(b[0], b[3]) for b in blocks]).repeat(reps)
+    khi = torch.cat([torch.full_like(b[0], b[4]) for b in blocks]).repeat(reps)
+
+    # Memory labels: one permutation of the key set per memory pair (a1, a2), indexed by
+    # pair id (a1-1)*10 + (a2-1); pi[pair, z-21] is the label.
+    perms = torch.stack([torch.randperm(n_keys, generator=g) for _ in range(len(T1_MEMORY) ** 2)])
+    memory_table = keys[perms]  # (100, 100)
+    is_mem = a1 <= T1_MEMORY[-1]
+    pair_id = ((a1 - 1) * len(T1_MEMORY) + (a2 - 1)).clamp(0, len(T1_MEMORY) ** 2 - 1)
+    y_mem = memory_table[pair_id, (z - keys[0]).clamp(0, n_keys - 1)]
+    y = torch.where(is_mem, y_mem, z + a1 + a2)
+
+    if noise_keys:
+        X = _place(g, z, a1, a2, seq_len, klo, khi)
+    else:
+        X = torch.stack([z, a1, a2], dim=1)
+
+    test_mask = torch.zeros_like(z, dtype=torch.bool)
+    for h1, h2 in held_out:
+        test_mask |= (a1 == h1) & (a2 == h2)
+
+    vocab = T1_KEYS[-1] + 2 * T1_REASONING[-1] + 1  # 161: labels reach 120 + 20 + 20 = 160
+    groups = {
+        "keys": list(T1_KEYS),
+        "memory_anchors": list(T1_MEMORY),
+        "reasoning_anchors": list(T1_REASONING),
+        "anchors": T1_MEMORY + T1_REASONING,
+    }
+    name = "T2 interval composite addition" if intervals else "T1 composite addition"
+
+    def split(mask: torch.Tensor, tag: str) -> TaskData | None:
+        if not bool(mask.any()):
+            return None
+        Xs, ys = _shuffle(g, X[mask], y[mask])
+        return TaskData(
+            Xs, ys, vocab, vocab, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
+        )
+
+    train = split(~test_mask, "train")
+    assert train is not None
+    return Task(
+        train=train,
+        test=split(test_mask, "test"),
+        info_order=0,
+        description=(
+            f"{name}: y = z + a1 + a2 for reasoning pairs, a per-pair key permutation for memory "
+            f"pairs; exactly balanced, reps={reps}, held out {list(held_out)}."
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------
+# T3: gated composite addition
+# ---------------------------------------------------------------------------
+
+T3_KEYS = list(range(40, 88))  # 48 keys
+T3_ANCHORS = list(range(1, 13))
+T3_GATE_PLUS = 100
+T3_GATE_MINUS = 101
+T3_VOCAB = 102
+
+
+def _gated(
+    seed: int, reps: int, noise_keys: int, test_fraction: float, naive: bool
+) -> tuple[TaskData, TaskData | None]:
+    g = _generator(seed)
+    keys = torch.tensor(T3_KEYS)
+    anchors = torch.tensor(T3_ANCHORS)
+    gates = torch.tensor([T3_GATE_PLUS, T3_GATE_MINUS])
+    # Full enumeration keys x anchors x gates (48 * 12 * 2), gates varying fastest.
+    z, a, gate = (t.reshape(-1) for t in torch.meshgrid(keys, anchors, gates, indexing="ij"))
+    odd = a % 2 == 1
+    plus = gate == T3_GATE_PLUS
+    s = torch.where(plus == odd, 1, -1)  # XNOR
+    magnitude = a if naive else (a + 1) // 2  # ceil(a / 2)
+    y = z + s * magnitude
+
+    # Held-out blocks: a (z, m) pair takes all its anchors (2m-1, 2m; or just m when naive)
+    # and both gates with it, so the train-set identities hold exactly (see docstring).
+    m = (a + 1) // 2 if not naive else a
+    n_m = int(m.max())
+    block = (z - keys[0]) * n_m + (m - 1)
+    n_blocks = len(T3_KEYS) * n_m
+    n_test = int(round(test_fraction * n_blocks))
+    test_blocks = torch.zeros(n_blocks, dtype=torch.bool)
+    test_blocks[torch.randperm(n_blocks, generator=g)[:n_test]] = True
+    test_mask = test_blocks[block]
+
+    z, a, gate, y, test_mask = (t.repeat(reps) for t in (z, a, gate, y, test_mask))
+    cols = [z[:, None], a[:, None], gate[:, None]]
+    if noise_keys > 0:
+        cols.append(_random_keys(g, (z.shape[0], noise_keys), T3_KEYS[0], T3_KEYS[-1]))
+    X = torch.cat(cols, dim=1)
+
+    name = "T3 naive gated addition" if naive else "T3 gated addition"
+    groups = {
+        "keys": list(T3_KEYS),
+        "anchors": list(T3_ANCHORS),
+        "odd_anchors": [x for x in T3_ANCHORS if x % 2 == 1],
+        "even_anchors": [x for x in T3_ANCHORS if x % 2 == 0],
+        "gates": [T3_GATE_PLUS, T3_GATE_MINUS],
+    }
+
+    def split(mask: torch.Tensor, tag: str) -> TaskData | None:
+        if not bool(mask.any()):
+            return None
+        Xs, ys = _shuffle(g, X[mask], y[mask])
+        return TaskData(
+            Xs, ys, T3_VOCAB, T3_VOCAB, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
+        )
+
+    train = split(~test_mask, "train")
+    if train is None:
+        raise ValueError(f"test_fraction={test_fraction} leaves no training data")
+    return train, split(test_mask, "test")
+
+
+def gated_addition(
+    seed: int, reps: int = 1, noise_keys: int = 0, test_fraction: float = 0.0
+) -> Task:
+    """T3: gated composite addition, built so that order 0 and order 1 carry different things.
+
+    Definition. Keys ``z ∈ {40..87}`` (48), anchors ``a ∈ {1..12}`` with magnitude
+    ``m(a) = ceil(a/2)`` (anchors ``2m-1`` and ``2m`` share magnitude ``m``), gates
+    ``g+ = 100`` and ``g- = 101``; vocabulary and label space 0..101. The sequence is
+    ``[z, a, g]`` followed by ``noise_keys`` uniform random keys. The label is
+
+        y = z + s * m(a),   s = +1 iff (g = g+) XNOR (a odd),
+
+    so labels lie in 34..93. Design: all 48 x 12 x 2 combinations, each ``reps`` times.
+
+    Identities (exact on the train set; the tests check them by counting):
+
+    1. **g+ and g- have the same order-0 signature.** With ``g+`` the offsets ``s*m(a)`` are
+       ``+m`` for the odd anchor ``2m-1`` and ``-m`` for the even anchor ``2m``; with ``g-`` they
+       are ``-m`` and ``+m``. Both gates see the offset multiset ``{±1, ..., ±6}`` once per key,
+       so their label distributions ``{z + d}`` coincide.
+    2. **Anchors 2m-1 and 2m have the same order-0 signature.** Each sees ``+m`` with one gate
+       and ``-m`` with the other, for every key: labels ``{z ± m}`` with equal weight.
+    3. **Only order 1 separates them.** The joint (gate, label | anchor) signature of ``2m-1``
+       puts ``(g+, z+m), (g-, z-m)`` where ``2m`` puts ``(g+, z-m), (g-, z+m)``; all odd anchors
+       share the pattern "g+ ↔ +", all even anchors "g+ ↔ -" (the parity groups), and the
+       (anchor, label | gate) signature of ``g+`` differs from that of ``g-``.
+
+    So ``info_order = 1``: order 0 only orders anchors by magnitude and merges the gates.
+    Noise keys do not change any count involving anchors or gates.
+
+    Held-out split: a random ``test_fraction`` of the 48 x 6 ``(z, m)`` blocks go to the test
+    set with all four of their sequences ``(a ∈ {2m-1, 2m}) x (g±)`` (times ``reps``). A block
+    removes labels ``{z+m, z-m}`` from both gates and from both anchors of the pair, so
+    identities 1 and 2 still hold exactly on the train set.
+    """
+    train, test = _gated(seed, reps, noise_keys, test_fraction, naive=False)
+    return Task(
+        train=train,
+        test=test,
+        info_order=1,
+        description=(
+            "T3 gated addition: y = z + s*ceil(a/2), s = +1 iff (g = g+) XNOR (a odd); "
+            f"reps={reps}, noise_keys={noise_keys}, test_fraction={test_fraction}."
+        ),
+    )
+
+
+def gated_addition_naive(
+    seed: int, reps: int = 1, noise_keys: int = 0, test_fraction: float = 0.0
+) -> Task:
+    """T3 as first written in the research notes: ``y = z + s * a`` (no magnitude pairing).
+
+    Same keys, anchors, gates, sign rule and design as :func:`gated_addition`, but the offset
+    is the anchor itself. Then the gate signatures are **not** identical: ``g+`` sees offsets
+    ``{+1, -2, +3, -4, ..., +11, -12}`` and ``g-`` the mirror image ``{-1, +2, ..., -11, +12}``,
+    which are different multisets (e.g. only ``g-`` reaches ``z + 12``). Order 0 alone already
+    tells the gates apart, so the naive task does not isolate order 1; the book shows this as
+    the reason for the magnitude pairing. Each anchor still sees ``{z ± a}`` (symmetric), so
+    anchors differ at order 0 by magnitude only. The held-out split takes ``(z, a)`` blocks with
+    both gates. Labels lie in 28..99.
+    """
+    train, test = _gated(seed, reps, noise_keys, test_fraction, naive=True)
+    return Task(
+        train=train,
+        test=test,
+        info_order=0,
+        description=(
+            "T3 naive gated addition: y = z + s*a, s = +1 iff (g = g+) XNOR (a odd); the gate "
+            "order-0 signatures differ."
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Modular addition
+# ---------------------------------------------------------------------------
+
+
+def modular_addition(seed: int, p: int = 23, test_fraction: float = 0.3) -> Task:
+    """Modular addition: input ``[a, b]`` with tokens ``0..p-1``, label ``(a + b) mod p``.
+
+    All ``p**2`` pairs are enumerated and split at random (seeded): ``round(test_fraction *
+    p**2)`` pairs go to the test set.
+
+    ``info_order = 1``. On the full enumeration every token's order-0 label signature is
+    uniform on ``Z_p`` (for fixed ``a``, ``b -> a + b`` is a bijection), so order 0 carries no
+    information; only the joint (other token, label) signature — ``(b, a+b)`` lies on a shifted
+    diagonal — identifies a token. On a random train split the order-0 signatures are uniform
+    only up to sampling noise.
+    """
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
+    g = _generator(seed)
+    a, b = (t.reshape(-1) for t in torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij"))
+    X = torch.stack([a, b], dim=1)
+    y = (a + b) % p
+    perm = torch.randperm(p * p, generator=g)
+    n_test = int(round(test_fraction * p * p))
+    test_idx, train_idx = perm[:n_test], perm[n_test:]
+    groups = {"tokens": list(range(p))}
+    name = f"modular addition mod {p}"
+    train = TaskData(X[train_idx], y[train_idx], p, p, dict(groups), f"{name} (train)")
+    test = (
+        TaskData(X[test_idx], y[test_idx], p, p, dict(groups), f"{name} (test)") if n_test else None
+    )
+    return Task(
+        train=train,
+        test=test,
+        info_order=1,
+        description=f"{name}: all {p * p} pairs, test_fraction={test_fraction}.",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Scan-and-Snap sequence-class task (qk_sharpening.md §3.1)
+# ---------------------------------------------------------------------------
+
+
+class _ScanSnapConstants:
+    """Constants of the Scan-and-Snap task (Tian et al. 2023; ``qk_sharpening.md`` §3.1)."""
+
+    VOCAB = 50
+    COMMON = tuple(range(10))  # tokens 0..9, same weight 1 in every class
+    N_CLASSES = 4
+    NEXT = (1, 2, 3, 4)  # y_c: the next token of class c
+    QUERY = (5, 6, 7, 8)  # q_c: the query token of class c
+    DISTINCT_START = 10  # distinct tokens 10..49, block c = 10(c+1) .. 10(c+1)+9
+    BLOCK = 10
+    # Total unnormalized context mass: 10 * 1 + 0.1 * (1 + ... + 10) = 15.5.
+    TOTAL_MASS = 15.5
+    DISTINCT_MASS = 5.5
+
+    def block(self, c: int) -> list[int]:
+        """The distinct tokens of class ``c``."""
+        start = self.DISTINCT_START + self.BLOCK * c
+        return list(range(start, start + self.BLOCK))
+
+    def __setattr__(self, name, value):  # constants stay constant
+        raise AttributeError("ScanSnap constants are read-only")
+
+
+ScanSnap = _ScanSnapConstants()
+
+
+class ScanSnapBatch(NamedTuple):
+    """A Scan-and-Snap batch; unpacks as ``X, y, cls, distinct_mask``."""
+
+    X: torch.Tensor  # (n, seq_len - 1) int64: context tokens then the query
+    y: torch.Tensor  # (n,) int64 next token y_c
+    cls: torch.Tensor  # (n,) int64 class c
+    distinct_mask: torch.Tensor  # (n, seq_len - 1) bool: X >= 10
+
+
+def scan_snap_probs(dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The (4, 50) matrix ``p(l | c)``: 1 on 0..9, ``0.1 k`` on ``10(c+1)+k-1``, normalized."""
+    w = torch.zeros(ScanSnap.N_CLASSES, ScanSnap.VOCAB, dtype=dtype)
+    w[:, : len(ScanSnap.COMMON)] = 1.0
+    ramp = 0.1 * torch.arange(1, ScanSnap.BLOCK + 1, dtype=dtype)
+    for c in range(ScanSnap.N_CLASSES):
+        start = ScanSnap.DISTINCT_START + ScanSnap.BLOCK * c
+        w[c, start : start + ScanSnap.BLOCK] = ramp
+    return w / w.sum(dim=1, keepdim=True)
+
+
+def scan_snap_batch(
+    n: int,
+    seq_len: int = 64,
+    generator: torch.Generator | None = None,
+    device: str | torch.device = "cpu",
+) -> ScanSnapBatch:
+    """Sample ``n`` Scan-and-Snap sequences (``qk_sharpening.md`` §3.1, exactly).
+
+    Class ``c`` is uniform on {0,1,2,3}; the sequence is ``seq_len - 2`` i.i.d. context tokens
+    from ``p(l | c)`` (see :func:`scan_snap_probs`), then the query ``q_c = c + 5``, then the
+    next token ``y_c = c + 1``. Returns the input ``X`` (all but the last token, shape
+    ``(n, seq_len - 1)``), ``y`` (the last token), ``cls`` and ``distinct_mask = X >= 10``.
+
+    Sampling happens on the generator's device (CPU when no generator is given) and the
+    result is moved to ``device``, so a CPU generator gives the same data on any device.
+    """
+    if seq_len < 3:
+        raise ValueError(f"seq_len must be >= 3 (one context token, query, next), got {seq_len}")
+    gen_device = generator.device if generator is not None else torch.device("cpu")
+    cls = torch.randint(0, ScanSnap.N_CLASSES, (n,), generator=generator, device=gen_device)
+    probs = scan_snap_probs(torch.float32).to(gen_device)
+    context = torch.multinomial(probs[cls], seq_len - 2, replacement=True, generator=generator)
+    query = (cls + ScanSnap.QUERY[0])[:, None]
+    X = torch.cat([context, query], dim=1).to(device)
+    y = (cls + ScanSnap.NEXT[0]).to(device)
+    cls = cls.to(device)
+    return ScanSnapBatch(X, y, cls, X >= ScanSnap.DISTINCT_START)
+
+
+def scan_snap_uniform_distinct_mass(seq_len: int | None = None) -> float:
+    """Expected attention mass on distinct tokens under uniform attention.
+
+    Each context token is distinct with probability ``5.5 / 15.5`` (≈ 0.355). Without
+    ``seq_len`` this per-token value is returned. With ``seq_len``, uniform attention over the
+    ``T = seq_len - 1`` input positions (``seq_len - 2`` context tokens and the query, which
+    is never distinct) has expected distinct mass ``((seq_len - 2) / (seq_len - 1)) * 5.5/15.5``.
+    """
+    per_token = ScanSnap.DISTINCT_MASS / ScanSnap.TOTAL_MASS
+    if seq_len is None:
+        return per_token
+    return (seq_len - 2) / (seq_len - 1) * per_token

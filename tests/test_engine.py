@@ -1,0 +1,172 @@
+"""The init function, the batched models and the training engine."""
+
+import numpy as np
+import pytest
+import torch
+
+from lib.config import ConfigError
+from lib.engine import TrainingDivergedError, cross_entropy, log_steps, train
+from lib.init import ParamSpec, init_params
+from lib.models import EmbMLP, LinearEmb, build, embed_sum
+
+
+def _data(V=11, L=4, N=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, V, (N, L), generator=g), torch.randint(0, V, (N,), generator=g)
+
+
+def test_init_std_follows_fan_in_power_gamma():
+    specs = {"W": ParamSpec((400, 300), 400, "mlp")}
+    for gamma in (0.5, 1.0):
+        W = init_params(specs, [0], gamma=gamma)["W"]
+        assert W.std().item() == pytest.approx(400 ** (-gamma), rel=0.02)
+
+
+def test_init_per_instance_gamma_and_group_override():
+    specs = {"E": ParamSpec((50, 200), 50, "embedding"), "W": ParamSpec((200, 50), 200, "mlp")}
+    p = init_params(specs, [0, 1], gamma=[0.5, 1.0], group_gamma={"embedding": 1.5})
+    assert p["W"][0].std().item() == pytest.approx(200**-0.5, rel=0.05)
+    assert p["W"][1].std().item() == pytest.approx(200**-1.0, rel=0.05)
+    assert p["E"][0].std().item() == pytest.approx(50**-1.5, rel=0.05)
+
+
+def test_init_instance_independent_of_batch_companions():
+    specs = EmbMLP(11, 8, 16, 11).specs()
+    both = init_params(specs, [3, 7], gamma=[1.0, 0.5])
+    alone = init_params(specs, [7], gamma=0.5)
+    for n in specs:
+        assert torch.equal(both[n][1], alone[n][0])
+
+
+def test_init_rejects_bad_input():
+    specs = {"W": ParamSpec((3, 3), 3, "mlp")}
+    with pytest.raises(ValueError, match="K=2"):
+        init_params(specs, [0, 1], gamma=[1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="unknown group"):
+        init_params(specs, [0], group_gamma={"bogus": 1.0})
+    with pytest.raises(ValueError, match="parameter group"):
+        ParamSpec((3,), 3, "nope")
+
+
+def test_embed_sum_equals_gather_sum_shared_and_per_instance():
+    E = torch.randn(3, 11, 5)
+    X, _ = _data()
+    ref = torch.stack([E[k][X].sum(1) for k in range(3)])
+    assert torch.allclose(embed_sum(E, X), ref, atol=1e-6)
+    Xk = torch.stack([X, X.flip(0), X])
+    refk = torch.stack([E[k][Xk[k]].sum(1) for k in range(3)])
+    assert torch.allclose(embed_sum(E, Xk), refk, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["gd", "sgd", "adam", "adamw"])
+def test_batched_equals_sequential(optimizer):
+    """K instances trained together follow exactly the trajectories they follow alone."""
+    model = EmbMLP(11, 8, 16, 11, activation="gelu")
+    X, y = _data()
+    kw = dict(optimizer=optimizer, weight_decay=0.01, log_at=[0, 5, 10])
+    kw["batch_size"] = None if optimizer == "gd" else 16
+    lrs = [0.05, 0.2, 0.1]
+    pb = build(model, [0, 1, 2], gamma=[1.0, 0.5, 0.8])
+    hb = train(model, pb, (X, y), 10, lr=lrs, momentum=0.9 if optimizer == "sgd" else 0.0, **kw)
+    for k, (g, lr) in enumerate(zip([1.0, 0.5, 0.8], lrs, strict=True)):
+        ps = build(model, [k], gamma=g)
+        hs = train(model, ps, (X, y), 10, lr=lr, momentum=0.9 if optimizer == "sgd" else 0.0, **kw)
+        for n in ps:
+            assert torch.allclose(pb[n][k], ps[n][0], atol=1e-5), (optimizer, n, k)
+        np.testing.assert_allclose(hb["loss"][:, k], hs["loss"][:, 0], rtol=1e-5)
+
+
+def test_group_lr_per_instance_and_frozen():
+    model = LinearEmb(11, 6, 11)
+    X, y = _data()
+    p = build(model, [0, 1])
+    E0, W0 = p["E"].detach().clone(), p["W"].detach().clone()
+    train(model, p, (X, y), 3, optimizer="gd", lr=0.5, group_lr={"embedding": [0.0, 0.5]})
+    assert torch.equal(p["E"][0], E0[0]) and not torch.equal(p["E"][1], E0[1])
+    assert not torch.equal(p["W"][0], W0[0])
+    p = build(model, [0])
+    E0 = p["E"].detach().clone()
+    train(model, p, (X, y), 3, optimizer="gd", lr=0.5, frozen=["E"])
+    assert torch.equal(p["E"], E0)
+
+
+def test_gd_step_matches_autograd():
+    model = EmbMLP(11, 4, 8, 11)
+    X, y = _data()
+    p = build(model, [0], gamma=0.5)
+    ref = {n: t.detach().clone().requires_grad_(True) for n, t in p.items()}
+    loss = torch.nn.functional.cross_entropy(model.forward(ref, X)[0], y)
+    grads = torch.autograd.grad(loss, list(ref.values()))
+    train(model, p, (X, y), 1, optimizer="gd", lr=0.3)
+    for (n, t), g in zip(ref.items(), grads, strict=True):
+        assert torch.allclose(p[n], t - 0.3 * g, atol=1e-6)
+
+
+def test_callbacks_and_log_steps():
+    steps = log_steps(1000, 20)
+    assert steps[0] == 0 and steps[-1] == 1000 and np.all(np.diff(steps) > 0)
+    model = LinearEmb(11, 4, 11)
+    X, y = _data()
+    p = build(model, [0, 1, 2])
+    h = train(
+        model,
+        p,
+        (X, y),
+        50,
+        optimizer="gd",
+        lr=0.5,
+        log_at=10,
+        callbacks={"normE": lambda step, params: params["E"].flatten(1).norm(dim=1)},
+    )
+    assert h["normE"].shape == (len(h.steps), 3) and h["loss"].shape == (len(h.steps), 3)
+    assert h.steps[0] == 0 and h.steps[-1] == 50
+    assert np.all(h["loss"][-1] < h["loss"][0])
+
+
+def test_cross_entropy_per_instance():
+    logits = torch.randn(2, 5, 7)
+    y = torch.randint(0, 7, (5,))
+    ce = cross_entropy(logits, y)
+    for k in range(2):
+        assert ce[k].item() == pytest.approx(
+            torch.nn.functional.cross_entropy(logits[k], y).item(), rel=1e-6
+        )
+
+
+def test_nan_guard_names_step_instance_parameter():
+    model = LinearEmb(11, 4, 11)
+    X, y = _data()
+    p = build(model, [0, 1, 2])
+
+    def poison(step):
+        if step == 3:
+            with torch.no_grad():
+                p["W"][2, 0, 0] = float("nan")
+        return X, y
+
+    with pytest.raises(TrainingDivergedError, match=r"step 3, instance 2: parameter 'W'"):
+        train(model, p, poison, 10, optimizer="gd", lr=0.1, log_at=[0])
+
+
+def test_divergence_from_huge_lr_is_caught():
+    model = EmbMLP(11, 4, 8, 11)
+    X, y = _data()
+    p = build(model, [0, 1], gamma=0.3)
+    with pytest.raises(TrainingDivergedError, match="instance 1"):
+        train(model, p, (X, y), 200, optimizer="gd", lr=[0.01, 1e12], log_at=[0])
+
+
+def test_bad_config_errors():
+    model = LinearEmb(11, 4, 11)
+    X, y = _data()
+    p = build(model, [0, 1])
+    with pytest.raises(ConfigError, match="unknown optimizer"):
+        train(model, p, (X, y), 1, optimizer="lbfgs")
+    with pytest.raises(ConfigError, match="K=2"):
+        train(model, p, (X, y), 1, lr=[0.1, 0.1, 0.1])
+    with pytest.raises(ConfigError, match="lacks"):
+        train(model, p, (X, y), 1, group_lr={"qk": 0.1})
+    with pytest.raises(ConfigError, match="full-batch"):
+        train(model, p, (X, y), 1, optimizer="gd", batch_size=8)
+    with pytest.raises(ValueError, match="activation"):
+        EmbMLP(11, 4, 8, 11, activation="swish2")
