@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from .engine import train
-from .models import ACTIVATIONS, EmbMLP, LinearEmb, build
+from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
 
 
 class _PlainEmbMLP(nn.Module):
@@ -47,12 +47,30 @@ class _PlainLinear(nn.Module):
         return self.W(self.E(X).sum(1))
 
 
+class _PlainTransformer(nn.Module):
+    """One attention layer, no biases, last-position readout: the textbook version."""
+
+    def __init__(self, V, d, L):
+        super().__init__()
+        self.E = nn.Embedding(V, d)
+        self.P = nn.Parameter(torch.randn(L, d) * L**-0.5)
+        self.attn = nn.MultiheadAttention(d, 1, bias=False, batch_first=True)
+        self.U = nn.Linear(d, V, bias=False)
+        self.register_buffer("mask", torch.triu(torch.ones(L, L, dtype=torch.bool), 1))
+
+    def forward(self, X):
+        h = self.E(X) + self.P[: X.shape[1]]
+        h = h + self.attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
+        return self.U(h[:, -1])
+
+
 def _families(V, L, d, batch):
     yield "Emb-MLP (SiLU)", EmbMLP(V, d, 4 * d, V), lambda: _PlainEmbMLP(V, d, 4 * d, V, "silu")
     yield "linear embedding", LinearEmb(V, d, V), lambda: _PlainLinear(V, d, V)
+    yield "transformer (1 layer)", Transformer(V, d, L), lambda: _PlainTransformer(V, d, L)
 
 
-FAMILIES = ("Emb-MLP (SiLU)", "linear embedding")
+FAMILIES = ("Emb-MLP (SiLU)", "linear embedding", "transformer (1 layer)")
 
 
 def _data(V, L, N=4096, seed=0):

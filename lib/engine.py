@@ -54,14 +54,11 @@ class History:
 
 
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy per instance: logits (K, B, C), labels (B,) or (K, B) -> (K,)."""
-    K, B, C = logits.shape
-    y = y.expand(K, B) if y.dim() == 1 else y
-    return (
-        F.cross_entropy(logits.reshape(K * B, C), y.reshape(-1), reduction="none")
-        .view(K, B)
-        .mean(1)
-    )
+    """Mean cross-entropy per instance: logits (K, ..., C), labels (...) or (K, ...) -> (K,)."""
+    K, C = logits.shape[0], logits.shape[-1]
+    y = y.expand(K, *y.shape) if y.dim() == logits.dim() - 2 else y
+    ce = F.cross_entropy(logits.reshape(-1, C), y.reshape(-1), reduction="none")
+    return ce.view(K, -1).mean(1)
 
 
 def _per_instance(value, K: int, name: str, device) -> torch.Tensor:

@@ -121,3 +121,101 @@ class LinearEmb:
 def build(model, seeds, gamma=1.0, group_gamma=None, device="cpu"):
     """Initialize ``model``'s weights for the given seeds through the one init function."""
     return init_params(model.specs(), seeds, gamma=gamma, group_gamma=group_gamma, device=device)
+
+
+def _lin(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """Per-instance linear map: x (K, ..., d_in) @ W (K, d_in, d_out) as one bmm over K.
+
+    Broadcasting W over the batch dimensions would expand it and run K*B tiny
+    matmuls; profiling showed that to dominate a batched transformer step.
+    """
+    K = x.shape[0]
+    return torch.bmm(x.reshape(K, -1, x.shape[-1]), W).view(*x.shape[:-1], W.shape[-1])
+
+
+def _layernorm(h: torch.Tensor) -> torch.Tensor:
+    """Parameter-free LayerNorm (the book's models have no biases or gains)."""
+    return F.layer_norm(h, h.shape[-1:])
+
+
+@dataclass
+class Transformer:
+    """A decoder-only transformer, batched over instances, for the staircase chapters.
+
+    h_0 = E[x] + P; per layer: h += softmax(mask(h W_Q (h W_K)^T / sqrt(d_head))) h W_V W_O,
+    then, with ``d_mlp > 0``, h += sigma(h W_1) W_2; logits = h U. No biases; LayerNorm
+    (parameter-free, pre-norm) is off by default because it breaks the small-init
+    expansion. ``readout="last"`` predicts a label from the last position (the synthetic
+    tasks); ``readout="all"`` predicts the next token at every position (language models).
+    """
+
+    vocab_size: int
+    d_model: int
+    context_len: int
+    n_layers: int = 1
+    n_out: int | None = None
+    d_head: int | None = None
+    d_mlp: int = 0
+    activation: str = "relu"
+    layernorm: bool = False
+    readout: str = "last"
+    emb_fan_in: int | None = None  # default: vocab_size (the group's convention)
+
+    def __post_init__(self):
+        if self.readout not in ("last", "all"):
+            raise ValueError(f"readout must be 'last' or 'all', got {self.readout!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}"
+            )
+        if self.n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {self.n_layers}")
+
+    @property
+    def dh(self) -> int:
+        return self.d_head or self.d_model
+
+    def specs(self) -> dict[str, ParamSpec]:
+        d, dh = self.d_model, self.dh
+        s = {
+            "E": ParamSpec((self.vocab_size, d), self.emb_fan_in or self.vocab_size, "embedding"),
+            "P": ParamSpec((self.context_len, d), self.context_len, "position"),
+        }
+        for layer in range(self.n_layers):
+            s[f"Q{layer}"] = ParamSpec((d, dh), d, "qk")
+            s[f"K{layer}"] = ParamSpec((d, dh), d, "qk")
+            s[f"V{layer}"] = ParamSpec((d, dh), d, "ov")
+            s[f"O{layer}"] = ParamSpec((dh, d), dh, "ov")
+            if self.d_mlp:
+                s[f"W1_{layer}"] = ParamSpec((d, self.d_mlp), d, "mlp")
+                s[f"W2_{layer}"] = ParamSpec((self.d_mlp, d), self.d_mlp, "mlp")
+        s["U"] = ParamSpec((d, self.n_out or self.vocab_size), d, "unembedding")
+        return s
+
+    def forward(self, params, X, return_attention: bool = False):
+        """Logits (K, B, n_out) for readout 'last', (K, B, L, n_out) for 'all'.
+
+        With ``return_attention``, also the list of attention matrices (K, B, L, L).
+        """
+        L = X.shape[-1]
+        if L > self.context_len:
+            raise ValueError(f"sequence length {L} exceeds context_len {self.context_len}")
+        h = embed(params["E"], X) + params["P"][:, None, :L]
+        mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
+        norm = _layernorm if self.layernorm else (lambda t: t)
+        attn = []
+        for layer in range(self.n_layers):
+            x = norm(h)
+            q, k = _lin(x, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
+            v = _lin(x, params[f"V{layer}"])
+            scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
+            A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+            attn.append(A)
+            h = h + _lin(torch.matmul(A, v), params[f"O{layer}"])
+            if self.d_mlp:
+                act = ACTIVATIONS[self.activation]
+                h = h + _lin(act(_lin(norm(h), params[f"W1_{layer}"])), params[f"W2_{layer}"])
+        if self.readout == "last":
+            h = h[:, :, -1]
+        logits = _lin(norm(h), params["U"])
+        return (logits, attn) if return_attention else logits
