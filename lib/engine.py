@@ -61,6 +61,42 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ce.view(K, -1).mean(1)
 
 
+def instance_batches(datasets, assignment, batch_size: int, seed: int = 0):
+    """A batch stream in which instance k trains on ``datasets[assignment[k]]``.
+
+    ``datasets`` is a list of ``(X, y)`` with X of shape (N_i, L) (one L for all);
+    returns ``data(step) -> (X (K, B, L), y (K, B))`` for :func:`train`, so arms that
+    differ in their *data* (tasks, auxiliary data) still run as one batched model.
+    Instances on the same dataset see the same batch (seeded, reproducible).
+    """
+    lengths = {X.shape[1] for X, _ in datasets}
+    if len(lengths) != 1:
+        raise ConfigError(f"all datasets must have one sequence length, got {sorted(lengths)}")
+    if not all(0 <= a < len(datasets) for a in assignment):
+        raise ConfigError(
+            f"assignment {list(assignment)} names a dataset outside 0..{len(datasets) - 1}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    assignment = list(assignment)
+
+    def data(step):
+        picks = [torch.randint(0, X.shape[0], (batch_size,), generator=gen) for X, _ in datasets]
+        Xb = torch.stack([datasets[a][0][picks[a]] for a in assignment])
+        yb = torch.stack([datasets[a][1][picks[a]] for a in assignment])
+        return Xb, yb
+
+    return data
+
+
+def accuracy_callback(model, X: torch.Tensor, y: torch.Tensor):
+    """A callback logging each instance's accuracy on (X, y): shared (N, L) or per-instance (K, N, L)."""
+
+    def acc(step, params):
+        return (model.forward(params, X).argmax(-1) == y).double().mean(-1)
+
+    return acc
+
+
 def _per_instance(value, K: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
     if t.numel() == 1:

@@ -236,3 +236,24 @@ def test_transformer_trains_with_per_group_rates():
     )
     assert torch.equal(params["Q0"][0], q0[0]) and not torch.equal(params["Q0"][1], q0[1])
     assert np.all(h["loss"][-1] < h["loss"][0])
+
+
+def test_instance_batches_and_accuracy_callback():
+    from lib.engine import accuracy_callback, instance_batches
+
+    d0 = (torch.zeros(10, 3, dtype=torch.long), torch.zeros(10, dtype=torch.long))
+    d1 = (torch.ones(7, 3, dtype=torch.long), torch.ones(7, dtype=torch.long))
+    data = instance_batches([d0, d1], [1, 0, 1], batch_size=4, seed=0)
+    X, y = data(0)
+    assert X.shape == (3, 4, 3) and y.shape == (3, 4)
+    assert X[0].eq(1).all() and X[1].eq(0).all() and torch.equal(X[0], X[2])
+    with pytest.raises(ConfigError, match="outside"):
+        instance_batches([d0], [1], 4)
+    model = LinearEmb(2, 3, 2)
+    p = build(model, [0, 1])
+    with torch.no_grad():  # instance 0 always predicts class 1, instance 1 class 0
+        p["W"][0] = torch.tensor([[0.0, 1.0]] * 3)
+        p["W"][1] = torch.tensor([[1.0, 0.0]] * 3)
+        p["E"].fill_(1.0)
+    acc = accuracy_callback(model, X[0], y[0])(0, p)
+    assert acc.tolist() == [1.0, 0.0]
