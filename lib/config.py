@@ -65,27 +65,6 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
         "book": dict(t1_reps=2, t3_reps=4, corpus_chars=None, bpe_vocab=1024, top_tokens=100),
         "paper": dict(t1_reps=4, t3_reps=8, corpus_chars=None, bpe_vocab=4096, top_tokens=200),
     },
-    "07_qk_ov_sharpening": {
-        # seq_len 128 as in the code's CACO runs; SGD rates far above the code's 0.01 so that
-        # training reaches a near-zero loss in a few thousand steps (ci/book).
-        "ci": dict(
-            seq_len=128, batch=32, lr=2.0, steps=2500, seeds=[0, 1], r_grid=[1.0, 3.0, 10.0],
-            eval_n=1024, fixed_alphas=[0.2, 0.4, 0.6, 0.8, 1.0], fixed_steps=1000,
-            balance_lr=[0.01, 0.1, 1.0], balance_steps=300,
-        ),
-        "book": dict(
-            seq_len=128, batch=32, lr=1.0, steps=8000, seeds=[0, 1, 2],
-            r_grid=[1.0, 2.0, 5.0, 10.0, 20.0], eval_n=4096,
-            fixed_alphas=[0.2, 0.4, 0.6, 0.8, 1.0], fixed_steps=4000,
-            balance_lr=[0.01, 0.1, 1.0], balance_steps=1500,
-        ),
-        "paper": dict(
-            seq_len=128, batch=32, lr=0.01, steps=625_000, seeds=[1234, 1235, 1236, 1237, 1238],
-            r_grid=[1.0, 2.0, 3.0, 4.0, 5.0, 10.0], eval_n=16000,
-            fixed_alphas=[0.2, 0.4, 0.6, 0.8, 1.0], fixed_steps=125_000,
-            balance_lr=[0.001, 0.01, 0.1], balance_steps=20000,
-        ),
-    },
 }
 
 
