@@ -1,0 +1,588 @@
+"""Single-query attention with collapsed or factorized QK/OV circuits, and its reduced theory.
+
+The network (``qk_sharpening.md`` §2.1, the official code's setup): one-hot tokens over a
+vocabulary of ``V = 50``, only the last position queries, scores scaled by ``1/sqrt(50)``,
+no positional encoding, residual, LayerNorm or bias::
+
+    s_t = e_q^T W_QK e_{x_t} / sqrt(V),   a = softmax(s),   z = W_OV sum_t a_t e_{x_t}
+
+with ``W_QK`` collapsed or ``W_Q^T W_K`` (factorized) and ``W_OV`` collapsed or ``W_O W_V``.
+The paper's names: FA/CA = factorized/collapsed **A**ttention (QK), FO/CO = factorized /
+collapsed **O**utput (OV), so FAFO, FACO, CAFO, CACO.
+
+The reduced theory (``qk_sharpening.md`` §2.3 and §4.2-4.4): two scalars, the QK strength
+``mu_qk`` and the OV strength ``mu_ov``, with relevant attention mass
+``alpha = m e^mu_qk / (m e^mu_qk + n)`` and loss ``log(1 + (M-1) e^{-alpha mu_ov})``.
+
+Also here: the fixed-attention OV model (the paper's Fig 3), helpers that read metrics
+at a matched loss from logged weight snapshots, and a subject-verb-agreement grammar with
+attractors, an offline stand-in for the paper's SVA data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
+from scipy.special import expit, lambertw
+
+from .init import ParamSpec
+from .models import token_counts
+
+PARAMETERIZATIONS = {
+    "FAFO": ("factorized", "factorized"),
+    "FACO": ("factorized", "collapsed"),
+    "CAFO": ("collapsed", "factorized"),
+    "CACO": ("collapsed", "collapsed"),
+}
+_KINDS = ("collapsed", "factorized")
+
+
+# ---------------------------------------------------------------------------
+# The network
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class SingleQueryAttention:
+    """One attention layer read out at the last position, batched over K instances.
+
+    ``qk`` and ``ov`` are ``"collapsed"`` or ``"factorized"``; ``d_head`` is the inner
+    dimension of the factors (the code uses 50). Weights (without the instance dim):
+    ``W_QK (V, V)`` or ``W_Q, W_K (d, V)``; ``W_OV (V, V)`` or ``W_V (d, V), W_O (V, d)``.
+    """
+
+    qk: str = "collapsed"
+    ov: str = "collapsed"
+    vocab_size: int = 50
+    d_head: int = 50
+    score_scale: float | None = None  # default 1/sqrt(vocab_size), as in the code
+
+    def __post_init__(self):
+        for name, kind in (("qk", self.qk), ("ov", self.ov)):
+            if kind not in _KINDS:
+                raise ValueError(f"{name} must be one of {_KINDS}, got {kind!r}")
+        if self.vocab_size < 2 or self.d_head < 1:
+            raise ValueError("vocab_size must be >= 2 and d_head >= 1")
+
+    @classmethod
+    def named(cls, name: str, **kw) -> SingleQueryAttention:
+        """The model for one of the paper's names FAFO, FACO, CAFO, CACO."""
+        if name not in PARAMETERIZATIONS:
+            raise ValueError(
+                f"unknown parameterization {name!r}; choose from {list(PARAMETERIZATIONS)}"
+            )
+        qk, ov = PARAMETERIZATIONS[name]
+        return cls(qk=qk, ov=ov, **kw)
+
+    @property
+    def name(self) -> str:
+        return ("FA" if self.qk == "factorized" else "CA") + (
+            "FO" if self.ov == "factorized" else "CO"
+        )
+
+    @property
+    def scale(self) -> float:
+        return self.score_scale if self.score_scale is not None else self.vocab_size**-0.5
+
+    def specs(self) -> dict[str, ParamSpec]:
+        V, d = self.vocab_size, self.d_head
+        s = {}
+        if self.qk == "collapsed":
+            s["W_QK"] = ParamSpec((V, V), V, "qk")
+        else:
+            s["W_Q"] = ParamSpec((d, V), V, "qk")
+            s["W_K"] = ParamSpec((d, V), V, "qk")
+        if self.ov == "collapsed":
+            s["W_OV"] = ParamSpec((V, V), V, "ov")
+        else:
+            s["W_V"] = ParamSpec((d, V), V, "ov")
+            s["W_O"] = ParamSpec((V, d), d, "ov")
+        return s
+
+    def qk_matrix(self, params) -> torch.Tensor:
+        """The collapsed (K, V, V) matrix W_QK (= W_Q^T W_K when factorized)."""
+        if self.qk == "collapsed":
+            return params["W_QK"]
+        return torch.matmul(params["W_Q"].transpose(-1, -2), params["W_K"])
+
+    def ov_matrix(self, params) -> torch.Tensor:
+        """The collapsed (K, V, V) matrix W_OV (= W_O W_V when factorized)."""
+        if self.ov == "collapsed":
+            return params["W_OV"]
+        return torch.matmul(params["W_O"], params["W_V"])
+
+    def token_attention(self, params, X: torch.Tensor):
+        """Per-token attention: (p, c) with p (K, B, V) the weight of ONE position holding
+        token v and c the token counts; the attended vector is h = c * p."""
+        V = self.vocab_size
+        q = F.one_hot(X[..., -1], V).to(self.qk_matrix(params).dtype)
+        scores = torch.matmul(q, self.qk_matrix(params)) * self.scale  # (K, B, V)
+        c = token_counts(X, V, scores.dtype)
+        # Every position holding token v has the same score, so softmax over positions is a
+        # softmax over tokens with log-count offsets (absent tokens get -inf).
+        logits = scores + torch.log(c)
+        h = torch.softmax(logits, dim=-1)
+        return h / c.clamp(min=1.0), c.expand_as(h)
+
+    def forward(self, params, X: torch.Tensor, return_attention: bool = False):
+        """Logits (K, B, V) over the next token; with ``return_attention`` also a (K, B, T)."""
+        if X.dim() not in (2, 3):
+            raise ValueError(f"tokens must be (B, T) or (K, B, T); got {tuple(X.shape)}")
+        p, c = self.token_attention(params, X)
+        h = p * c
+        z = torch.matmul(h, self.ov_matrix(params).transpose(-1, -2))
+        if not return_attention:
+            return z
+        idx = X if X.dim() == 3 else X.expand(p.shape[0], *X.shape)
+        return z, torch.gather(p, -1, idx)
+
+
+def identity_init_(params: dict[str, torch.Tensor], names, scale: float = 1e-6) -> None:
+    """Set the named square weights to ``scale * I`` in every instance (the code's small init).
+
+    Applied after :func:`lib.init.init_params`, which draws every weight first.
+    """
+    with torch.no_grad():
+        for n in names:
+            W = params[n]
+            if W.shape[-1] != W.shape[-2]:
+                raise ValueError(
+                    f"identity init needs a square weight; {n} is {tuple(W.shape[1:])}"
+                )
+            W.zero_()
+            W.add_(scale * torch.eye(W.shape[-1], dtype=W.dtype, device=W.device))
+
+
+def code_init_(model: SingleQueryAttention, params) -> None:
+    """The official notebooks' inits (§6, Fig 2): FAFO keeps its random QK and sets
+    W_V = W_O = 1e-6 I; FACO and CAFO set every weight to 1e-6 I; CACO stays random."""
+    name = model.name
+    if name == "FAFO":
+        identity_init_(params, ["W_V", "W_O"])
+    elif name in ("FACO", "CAFO"):
+        identity_init_(params, list(params))
+
+
+@torch.no_grad()
+def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) -> dict:
+    """Per-sample metrics of §5 on a held-out batch, each (K, B) (loss also (K,)).
+
+    ``distinct``: attention mass on distinct tokens; ``p_true``: softmax probability of the
+    right next token; ``entropy``: -sum_t a_t log a_t over positions; ``separability``:
+    max over distinct positions of a_t minus min over the other positions; ``query_copy``:
+    attention mass on the positions that hold the query token.
+    """
+    z, a = model.forward(params, X, return_attention=True)
+    logp = torch.log_softmax(z, -1)
+    yk = y.expand(z.shape[0], *y.shape)
+    lp_true = torch.gather(logp, -1, yk[..., None])[..., 0]
+    dm = distinct_mask.expand_as(a)
+    distinct = (a * dm).sum(-1)
+    ent = -(a * torch.log(a.clamp_min(1e-30))).sum(-1)
+    sep = a.masked_fill(~dm, -1.0).amax(-1) - a.masked_fill(dm, 2.0).amin(-1)
+    # Attention on copies of the query token (itself included): a shortcut, since the
+    # query's identity alone gives the class (attending to "my own token" is class-specific).
+    copy = (a * (X == X[..., -1:]).expand_as(a)).sum(-1)
+    return {
+        "loss": -lp_true.mean(-1),
+        "distinct": distinct,
+        "p_true": lp_true.exp(),
+        "entropy": ent,
+        "separability": sep,
+        "query_copy": copy,
+    }
+
+
+def balancedness(model: SingleQueryAttention, params) -> dict[str, torch.Tensor]:
+    """The conserved matrices of gradient flow (§4.1): W_Q W_Q^T - W_K W_K^T for W_QK = W_Q^T W_K
+    and W_O^T W_O - W_V W_V^T for W_OV = W_O W_V, each (K, d, d), with the Grams' scale."""
+    out = {}
+    if model.qk == "factorized":
+        Q, Kk = params["W_Q"], params["W_K"]
+        gq, gk = Q @ Q.transpose(-1, -2), Kk @ Kk.transpose(-1, -2)
+        out["qk"], out["qk_scale"] = gq - gk, gq.flatten(1).norm(dim=1) + gk.flatten(1).norm(dim=1)
+    if model.ov == "factorized":
+        O, Vv = params["W_O"], params["W_V"]
+        go, gv = O.transpose(-1, -2) @ O, Vv @ Vv.transpose(-1, -2)
+        out["ov"], out["ov_scale"] = go - gv, go.flatten(1).norm(dim=1) + gv.flatten(1).norm(dim=1)
+    return out
+
+
+def collapsed_flow(model: SingleQueryAttention, params, grad_qk, grad_ov):
+    """The collapsed-matrix velocity induced by gradient descent on the factors (§4.1).
+
+    With G = dL/dW for the collapsed matrix, a unit-rate step on the factors moves
+    W_QK = W_Q^T W_K by -(W_Q^T W_Q G + G W_K^T W_K) and W_OV = W_O W_V by
+    -(W_O W_O^T G + G W_V^T W_V) (first order); a collapsed circuit moves by -G.
+    """
+    if model.qk == "factorized":
+        Q, Kk = params["W_Q"], params["W_K"]
+        v_qk = -(Q.transpose(-1, -2) @ Q @ grad_qk + grad_qk @ Kk.transpose(-1, -2) @ Kk)
+    else:
+        v_qk = -grad_qk
+    if model.ov == "factorized":
+        O, Vv = params["W_O"], params["W_V"]
+        v_ov = -(O @ O.transpose(-1, -2) @ grad_ov + grad_ov @ Vv.transpose(-1, -2) @ Vv)
+    else:
+        v_ov = -grad_ov
+    return v_qk, v_ov
+
+
+@dataclass
+class FixedAttentionOV:
+    """Only the OV circuit, on fixed attention (§2.2, the paper's Fig 3).
+
+    Attention puts mass ``alpha_k`` (one per instance, a (K,) tensor) uniformly on the
+    distinct positions (token >= ``distinct_start``) and ``1 - alpha_k`` uniformly on the
+    others; ``z = W_OV h``. No bias (the code's collapsed variant had one).
+    """
+
+    alpha: torch.Tensor
+    ov: str = "collapsed"
+    vocab_size: int = 50
+    d_head: int = 50
+    distinct_start: int = 10
+
+    def __post_init__(self):
+        if self.ov not in _KINDS:
+            raise ValueError(f"ov must be one of {_KINDS}, got {self.ov!r}")
+        a = torch.as_tensor(self.alpha)
+        if a.dim() != 1 or ((a < 0) | (a > 1)).any():
+            raise ValueError("alpha must be a (K,) tensor of masses in [0, 1]")
+
+    def specs(self) -> dict[str, ParamSpec]:
+        full = SingleQueryAttention(ov=self.ov, vocab_size=self.vocab_size, d_head=self.d_head)
+        return {n: s for n, s in full.specs().items() if s.group == "ov"}
+
+    def ov_matrix(self, params):
+        return SingleQueryAttention(ov=self.ov, vocab_size=self.vocab_size).ov_matrix(params)
+
+    def forward(self, params, X: torch.Tensor, alpha: torch.Tensor | None = None):
+        alpha = self.alpha if alpha is None else alpha
+        V = self.vocab_size
+        dm = (X >= self.distinct_start).to(alpha.dtype)
+        n_d = dm.sum(-1, keepdim=True).clamp(min=1.0)
+        n_o = (1 - dm).sum(-1, keepdim=True).clamp(min=1.0)
+        a_k = alpha.view(-1, *([1] * X.dim()))  # (K, 1, 1)
+        a = a_k * dm / n_d + (1 - a_k) * (1 - dm) / n_o  # (K, B, T)
+        onehot = F.one_hot(X, V).to(alpha.dtype)
+        h = torch.matmul(a.unsqueeze(-2), onehot.expand(a.shape[0], *onehot.shape)).squeeze(-2)
+        return torch.matmul(h, self.ov_matrix(params).transpose(-1, -2))
+
+
+# ---------------------------------------------------------------------------
+# The reduced two-scalar theory
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReducedModel:
+    """The two-scalar gradient flow of the README (``qk_sharpening.md`` §2.3)::
+
+        d mu_ov/dt = eta_ov alpha / (b D),
+        d mu_qk/dt = eta_qk (M-1) alpha (1-alpha) mu_ov / (M b^2 D),   D = e^{alpha mu_ov} + M - 1.
+
+    It is a preconditioned gradient flow on L = log(1 + (M-1) e^{-alpha mu_ov}):
+    ``d mu/dt = -eta c grad L`` with ``c_ov = 1/(b (M-1))`` and ``c_qk = 1/(M b^2)``.
+    Defaults are the code's simulation constants m=5, n=50, b=50, M=20.
+    """
+
+    m: float = 5.0
+    n: float = 50.0
+    M: int = 20
+    b: float = 50.0
+
+    def __post_init__(self):
+        if self.m <= 0 or self.n <= 0 or self.b <= 0 or self.M < 2:
+            raise ValueError("need m, n, b > 0 and M >= 2")
+
+    @property
+    def c_ov(self) -> float:
+        return 1.0 / (self.b * (self.M - 1))
+
+    @property
+    def c_qk(self) -> float:
+        return 1.0 / (self.M * self.b**2)
+
+    def alpha(self, mu_qk):
+        """alpha = m e^mu / (m e^mu + n), written as a logistic so it never overflows."""
+        return expit(np.asarray(mu_qk, dtype=float) + np.log(self.m / self.n))
+
+    def loss(self, mu_qk, mu_ov):
+        z = self.alpha(mu_qk) * np.asarray(mu_ov, dtype=float)
+        return np.logaddexp(0.0, np.log(self.M - 1) - z)
+
+    def _one_over_D(self, z):
+        # 1 / (e^z + M - 1) = e^{-z} / (1 + (M-1) e^{-z})
+        return np.exp(-z - np.logaddexp(0.0, np.log(self.M - 1) - z))
+
+    def rhs(self, t, y, eta_qk: float, eta_ov: float, kind: str = "CACO", delta=(0.0, 0.0)):
+        """Right-hand side of the flow for (mu_qk, mu_ov). A factorized circuit (FA/FO)
+        multiplies its rate by sqrt(4 mu^2 + Delta^2) (§4.1), its implicit rescaling."""
+        mu_qk, mu_ov = y
+        a = float(self.alpha(mu_qk))
+        inv_D = float(self._one_over_D(a * mu_ov))
+        d_ov = eta_ov * a * inv_D / self.b
+        d_qk = eta_qk * (self.M - 1) * a * (1 - a) * mu_ov * inv_D / (self.M * self.b**2)
+        if kind not in PARAMETERIZATIONS:
+            raise ValueError(f"unknown kind {kind!r}; choose from {list(PARAMETERIZATIONS)}")
+        if kind[:2] == "FA":
+            d_qk *= np.sqrt(4 * mu_qk**2 + delta[0] ** 2)
+        if kind[2:] == "FO":
+            d_ov *= np.sqrt(4 * mu_ov**2 + delta[1] ** 2)
+        return [d_qk, d_ov]
+
+    def G(self, mu_qk):
+        """G(mu) = mu + (m/n) e^mu, the antiderivative of 1/(1 - alpha(mu))."""
+        mu = np.asarray(mu_qk, dtype=float)
+        return mu + (self.m / self.n) * np.exp(mu)
+
+    def k(self, r: float) -> float:
+        """Slope of the line: k = (r/2) c_qk / c_ov = r (M-1) / (2 M b)."""
+        return r * (self.M - 1) / (2 * self.M * self.b)
+
+    def invariant(self, mu_qk, mu_ov, r: float):
+        """G(mu_qk) - k mu_ov^2, conserved by the CACO flow with eta_qk / eta_ov = r."""
+        return self.G(mu_qk) - self.k(r) * np.asarray(mu_ov, dtype=float) ** 2
+
+    def alpha_closed_form(self, mu_ov, r: float, mu_qk0: float = 0.0, mu_ov0: float = 0.0):
+        """alpha along the CACO trajectory as a function of mu_ov (Lambert W, §4.3):
+        alpha = W0(zeta) / (1 + W0(zeta)),  zeta = (m/n) exp(G(mu_qk0) + k (mu_ov^2 - mu_ov0^2))."""
+        log_zeta = np.log(self.m / self.n) + self.G(mu_qk0)
+        log_zeta = log_zeta + self.k(r) * (np.asarray(mu_ov, dtype=float) ** 2 - mu_ov0**2)
+        w = np.real(lambertw(np.exp(np.minimum(log_zeta, 700.0)), 0))
+        # Beyond exp's range solve w + log w = log zeta by Newton from W0(e^700).
+        for _ in range(50 if np.any(log_zeta > 700.0) else 0):
+            w = np.where(log_zeta > 700.0, w - (w + np.log(w) - log_zeta) / (1 + 1 / w), w)
+        return w / (1 + w)
+
+    def margin_at_loss(self, loss):
+        """s* = alpha mu_ov = log((M-1) / (e^loss - 1)), the margin that gives this loss."""
+        return np.log(self.M - 1) - np.log(np.expm1(np.asarray(loss, dtype=float)))
+
+    def alpha_at_loss(self, loss: float, r: float, mu_qk0: float = 0.0, mu_ov0: float = 0.0):
+        """The unique root alpha of  logit(alpha) + alpha/(1-alpha)
+        = log(m/n) + G(mu_qk0) + k ((s*/alpha)^2 - mu_ov0^2)   (§4.3)."""
+        s = float(self.margin_at_loss(loss))
+        rhs0 = np.log(self.m / self.n) + float(self.G(mu_qk0)) - self.k(r) * mu_ov0**2
+
+        def f(a):
+            return np.log(a / (1 - a)) + a / (1 - a) - rhs0 - self.k(r) * (s / a) ** 2
+
+        return brentq(f, 1e-12, 1 - 1e-12, xtol=1e-15, rtol=1e-14)
+
+    def solve(
+        self,
+        r: float,
+        eta_ov: float = 1.0,
+        kind: str = "CACO",
+        y0=(0.0, 0.0),
+        t_max: float = 1e9,
+        stop_losses=(),
+        t_eval=None,
+        rtol: float = 1e-10,
+        atol: float = 1e-12,
+    ):
+        """Integrate the flow with ``solve_ivp`` (LSODA) from ``y0 = (mu_qk, mu_ov)`` until
+        ``t_max`` or the smallest of ``stop_losses``. Events record every stop loss:
+        ``sol.t_events[i]``, ``sol.y_events[i]`` for ``stop_losses[i]``."""
+        eta_qk = r * eta_ov
+        events = []
+        for i, lo in enumerate(stop_losses):
+
+            def ev(t, y, *args, lo=lo):
+                return float(self.loss(y[0], y[1])) - lo
+
+            ev.terminal = bool(i == int(np.argmin(stop_losses)))
+            ev.direction = -1
+            events.append(ev)
+        return solve_ivp(
+            self.rhs,
+            (0.0, t_max),
+            list(y0),
+            method="LSODA",
+            args=(eta_qk, eta_ov, kind),
+            events=events or None,
+            t_eval=t_eval,
+            rtol=rtol,
+            atol=atol,
+            dense_output=t_eval is None,
+        )
+
+
+# ---------------------------------------------------------------------------
+# Training helpers for the Scan-and-Snap experiments
+# ---------------------------------------------------------------------------
+
+
+def scan_snap_stream(K: int, batch: int, seq_len: int, seed: int):
+    """``data(step) -> (X, y)`` with an independent Scan-and-Snap batch per instance,
+    X (K, batch, seq_len - 1); a fixed generator makes the stream reproducible."""
+    from .tasks import scan_snap_batch
+
+    gen = torch.Generator().manual_seed(seed)
+
+    def data(step):
+        b = scan_snap_batch(K * batch, seq_len=seq_len, generator=gen)
+        return b.X.view(K, batch, -1), b.y.view(K, batch)
+
+    return data
+
+
+def snapshot_callbacks(model) -> dict:
+    """Engine callbacks that log a copy of every weight (K, ...) at every logging step."""
+    return {n: (lambda step, p, n=n: p[n].detach().clone()) for n in model.specs()}
+
+
+def snapshots(history, model, i: int) -> dict[str, torch.Tensor]:
+    """The weights logged at logging index ``i`` of ``history``."""
+    return {n: torch.as_tensor(history[n][i]) for n in model.specs()}
+
+
+@torch.no_grad()
+def stats_over_training(history, model, batch) -> dict[str, np.ndarray]:
+    """attention_stats on a held-out ``batch`` at every logged step; sample means of each
+    metric (n_logs, K) plus the per-sample arrays under ``"samples"`` (n_logs, K, B)."""
+    X, y, _, dm = batch
+    out: dict[str, list] = {}
+    for i in range(len(history.steps)):
+        st = attention_stats(model, snapshots(history, model, i), X, y, dm)
+        for key, v in st.items():
+            out.setdefault(key, []).append(v.numpy() if v.dim() == 1 else v.mean(-1).numpy())
+            if key in ("distinct", "p_true"):
+                out.setdefault(key + "_samples", []).append(v.numpy())
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def at_matched_loss(loss: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
+    """Each instance's ``values`` where its (logged) loss first falls to ``target``,
+    interpolated linearly in log-loss between the two logging steps around that crossing.
+
+    ``loss`` and ``values`` are (n_logs, K); instances that never reach ``target`` give NaN.
+    """
+    out = np.full(loss.shape[1], np.nan)
+    for k in range(loss.shape[1]):
+        below = np.nonzero(loss[:, k] <= target)[0]
+        if len(below) == 0:
+            continue
+        j = below[0]
+        if j == 0:
+            out[k] = values[0, k]
+            continue
+        l0, l1 = np.log(loss[j - 1, k]), np.log(loss[j, k])
+        w = (l0 - np.log(target)) / (l0 - l1)
+        out[k] = (1 - w) * values[j - 1, k] + w * values[j, k]
+    return out
+
+
+def first_log_below(loss: np.ndarray, target: float) -> np.ndarray:
+    """Index of the first logging step at which each instance's loss is <= target (or -1)."""
+    idx = np.full(loss.shape[1], -1)
+    for k in range(loss.shape[1]):
+        below = np.nonzero(loss[:, k] <= target)[0]
+        idx[k] = below[0] if len(below) else -1
+    return idx
+
+
+def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
+    """Project collapsed weights (..., V, V) onto (mu_qk, mu_ov) of the symmetric ansatz (§4.2).
+
+    mu_qk: for each class c, mean score of q_c on its distinct block minus the mean on the
+    common tokens 0-9, times the score scale, averaged over classes. mu_ov: for each
+    distinct token of class c, W_OV[y_c, v] minus the mean over the other classes' next
+    tokens, averaged. Weights of tokens that never meet query q_c are not used.
+    """
+    from .tasks import ScanSnap
+
+    qk, ov = [], []
+    common = list(ScanSnap.COMMON)
+    for c in range(ScanSnap.N_CLASSES):
+        blk = ScanSnap.block(c)
+        q, y = ScanSnap.QUERY[c], ScanSnap.NEXT[c]
+        others = [ScanSnap.NEXT[d] for d in range(ScanSnap.N_CLASSES) if d != c]
+        qk.append(W_QK[..., q, blk].mean(-1) - W_QK[..., q, common].mean(-1))
+        ov.append((W_OV[..., y, blk] - W_OV[..., others, :][..., blk].mean(-2)).mean(-1))
+    return (torch.stack(qk).mean(0) * scale).numpy(), torch.stack(ov).mean(0).numpy()
+
+
+# ---------------------------------------------------------------------------
+# Subject-verb agreement with attractors: an offline stand-in for the SVA data
+# ---------------------------------------------------------------------------
+
+
+class Agreement:
+    """Vocabulary of the agreement grammar (ids), see :func:`agreement_batch`."""
+
+    PAD, THE = 0, 1
+    ADJ = tuple(range(2, 10))
+    SING = tuple(range(10, 30))  # singular nouns; SING[i] and PLUR[i] are one lemma
+    PLUR = tuple(range(30, 50))
+    PREP = tuple(range(50, 55))
+    VOCAB = 55
+
+    @staticmethod
+    def max_len(max_adj: int, max_attractors: int) -> int:
+        """Longest sentence plus the final PAD at which the model reads out."""
+        return (2 + max_adj) + max_attractors * (3 + max_adj) + 1
+
+
+class AgreementBatch(NamedTuple):
+    """Unpacks as ``X, y, subject_pos, n_attractors, n_mismatched``."""
+
+    X: torch.Tensor  # (n, L) int64, right-padded with PAD; the last position is always PAD
+    y: torch.Tensor  # (n,) the number of the subject (0 singular, 1 plural) = the verb's
+    subject_pos: torch.Tensor  # (n,) position of the subject noun (the rationale)
+    n_attractors: torch.Tensor  # (n,) nouns after the subject
+    n_mismatched: torch.Tensor  # (n,) attractors whose number differs from the subject's
+
+
+def agreement_batch(
+    n: int,
+    max_adj: int = 2,
+    max_attractors: int = 3,
+    p_mismatch: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> AgreementBatch:
+    """Sentences ``the ADJ* N_subj (PREP the ADJ* N_attr)^k`` from a small grammar.
+
+    The label is the number of the subject, i.e. of the verb that would follow. The
+    numbers of the ``k`` attractor nouns (k uniform in 0..max_attractors) differ from the
+    subject's independently with probability ``p_mismatch``, so counting nouns does not
+    work: the model must find the subject. Sentences are right-padded with PAD to
+    ``Agreement.max_len(...)``; the last position is PAD and is where the model reads out.
+    """
+    if max_adj < 0 or max_attractors < 0 or not 0 <= p_mismatch <= 1:
+        raise ValueError("need max_adj >= 0, max_attractors >= 0 and p_mismatch in [0, 1]")
+    A = Agreement
+    L = A.max_len(max_adj, max_attractors)
+    g = generator
+
+    def ri(hi, size):
+        return torch.randint(0, hi, size, generator=g)
+
+    X = torch.full((n, L), A.PAD, dtype=torch.int64)
+    y = ri(2, (n,))
+    subj = torch.zeros(n, dtype=torch.int64)
+    k = ri(max_attractors + 1, (n,))
+    mism = torch.zeros(n, dtype=torch.int64)
+    adj, nouns, preps = torch.tensor(A.ADJ), torch.tensor(A.SING + A.PLUR), torch.tensor(A.PREP)
+    n_lemma = len(A.SING)
+    for i in range(n):  # sentences are short; a loop keeps the grammar readable
+        toks = [A.THE] + adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
+        subj[i] = len(toks)
+        toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * int(y[i])]))
+        for _ in range(int(k[i])):
+            flip = bool(torch.rand(1, generator=g) < p_mismatch)
+            num = int(y[i]) ^ int(flip)
+            mism[i] += int(flip)
+            toks += [int(preps[int(ri(len(A.PREP), (1,)))]), A.THE]
+            toks += adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
+            toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * num]))
+        X[i, : len(toks)] = torch.tensor(toks)
+    return AgreementBatch(X, y, subj, k, mism)

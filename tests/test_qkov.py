@@ -1,0 +1,202 @@
+"""lib/qkov.py: the four parameterizations agree, and the reduced theory is what it says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lib import qkov, tasks
+from lib.init import init_params
+
+
+def _batch(n=16, seq_len=20, seed=0):
+    return tasks.scan_snap_batch(n, seq_len=seq_len, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", list(qkov.PARAMETERIZATIONS))
+def test_parameterizations_agree_when_factors_multiply_to_the_same_matrices(name):
+    K, V = 3, 50
+    ref = qkov.SingleQueryAttention.named("CACO")
+    model = qkov.SingleQueryAttention.named(name)
+    p = init_params(model.specs(), list(range(K)), gamma=0.5, dtype=torch.float64)
+    collapsed = {"W_QK": model.qk_matrix(p).detach(), "W_OV": model.ov_matrix(p).detach()}
+    b = _batch()
+    z, a = model.forward(p, b.X, return_attention=True)
+    z_ref, a_ref = ref.forward(collapsed, b.X, return_attention=True)
+    torch.testing.assert_close(z, z_ref)
+    torch.testing.assert_close(a, a_ref)
+    assert z.shape == (K, 16, V) and a.shape == (K, 16, 19)
+    torch.testing.assert_close(a.sum(-1), torch.ones(K, 16, dtype=torch.float64))
+
+
+def test_forward_matches_a_plain_position_loop():
+    model = qkov.SingleQueryAttention.named("CACO")
+    p = init_params(model.specs(), [0], gamma=0.3, dtype=torch.float64)
+    b = _batch(n=4)
+    z, a = model.forward(p, b.X, return_attention=True)
+    W_QK, W_OV = p["W_QK"][0].detach(), p["W_OV"][0].detach()
+    for i in range(4):
+        x = b.X[i]
+        s = W_QK[x[-1], x] / 50**0.5
+        att = torch.softmax(s, 0)
+        h = (att[:, None] * torch.eye(50, dtype=torch.float64)[x]).sum(0)
+        torch.testing.assert_close(a[0, i], att)
+        torch.testing.assert_close(z[0, i], W_OV @ h)
+
+
+def test_per_instance_batches_and_identity_init():
+    model = qkov.SingleQueryAttention.named("FACO")
+    p = init_params(model.specs(), [0, 1], gamma=0.5)
+    qkov.code_init_(model, p)
+    eye = 1e-6 * torch.eye(50)
+    for n in p:
+        torch.testing.assert_close(p[n][1], eye)
+    X = _batch(n=6).X.view(2, 3, -1)
+    assert model.forward(p, X).shape == (2, 3, 50)
+    with pytest.raises(ValueError):
+        qkov.SingleQueryAttention(qk="bogus")
+
+
+def test_balancedness_is_conserved_to_second_order_in_the_step():
+    """One SGD step changes W_Q W_Q^T - W_K W_K^T by O(eta^2) only (§4.1)."""
+    model = qkov.SingleQueryAttention.named("FAFO")
+    p = init_params(model.specs(), [0], gamma=0.5, dtype=torch.float64)
+    b = _batch(n=64)
+    loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
+    grads = torch.autograd.grad(loss, list(p.values()))
+    D0 = qkov.balancedness(model, p)
+    drift = []
+    for eta in (1e-2, 1e-3):
+        q = {n: (w - eta * g).detach() for (n, w), g in zip(p.items(), grads, strict=True)}
+        D1 = qkov.balancedness(model, q)
+        drift.append(max(float((D1[c] - D0[c]).detach().norm()) for c in ("qk", "ov")))
+    assert drift[1] < drift[0] / 50  # quadratic, not linear, in eta
+
+
+def test_collapsed_flow_is_the_first_order_step_of_the_product():
+    model = qkov.SingleQueryAttention.named("FAFO")
+    p = init_params(model.specs(), [0], gamma=0.5, dtype=torch.float64)
+    b = _batch(n=64)
+    W = {
+        "W_QK": model.qk_matrix(p).detach().requires_grad_(),
+        "W_OV": model.ov_matrix(p).detach().requires_grad_(),
+    }
+    ref = qkov.SingleQueryAttention.named("CACO")
+    loss_c = torch.nn.functional.cross_entropy(ref.forward(W, b.X)[0], b.y)
+    g_qk, g_ov = torch.autograd.grad(loss_c, [W["W_QK"], W["W_OV"]])
+    v_qk, v_ov = qkov.collapsed_flow(model, p, g_qk, g_ov)
+    loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
+    grads = torch.autograd.grad(loss, list(p.values()))
+    eta = 1e-5
+    q = {n: (w - eta * g).detach() for (n, w), g in zip(p.items(), grads, strict=True)}
+    dqk = (model.qk_matrix(q) - model.qk_matrix(p)).detach() / eta
+    dov = (model.ov_matrix(q) - model.ov_matrix(p)).detach() / eta
+    assert float((dqk - v_qk).detach().norm() / v_qk.detach().norm()) < 1e-3
+    assert float((dov - v_ov).detach().norm() / v_ov.detach().norm()) < 1e-3
+
+
+def test_fixed_attention_model():
+    alpha = torch.tensor([0.2, 1.0], dtype=torch.float64)
+    model = qkov.FixedAttentionOV(alpha, ov="factorized")
+    assert set(model.specs()) == {"W_V", "W_O"}
+    p = init_params(model.specs(), [0, 1], gamma=0.5, dtype=torch.float64)
+    b = _batch(n=5)
+    z = model.forward(p, b.X)
+    # with alpha = 1 the output only sees distinct tokens
+    X2 = b.X.clone()
+    X2[~b.distinct_mask] = 0
+    torch.testing.assert_close(model.forward(p, X2)[1], z[1])
+
+
+# ---------------------------------------------------------------------------
+# Reduced theory
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(qkov.PARAMETERIZATIONS))
+def test_rhs_is_a_preconditioned_gradient_flow_on_the_reduced_loss(kind):
+    R = qkov.ReducedModel()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        mu = torch.tensor(rng.uniform(0.1, 5, size=2), dtype=torch.float64, requires_grad=True)
+        a = torch.sigmoid(mu[0] + np.log(R.m / R.n))
+        L = torch.log1p((R.M - 1) * torch.exp(-a * mu[1]))
+        g_qk, g_ov = torch.autograd.grad(L, mu)[0].tolist()
+        eta_qk, eta_ov = 3.0, 0.7
+        f_qk = 2 * mu[0].item() if kind[:2] == "FA" else 1.0
+        f_ov = 2 * mu[1].item() if kind[2:] == "FO" else 1.0
+        want = [-eta_qk * R.c_qk * f_qk * g_qk, -eta_ov * R.c_ov * f_ov * g_ov]
+        got = R.rhs(0.0, mu.detach().numpy(), eta_qk, eta_ov, kind)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_allclose(float(R.loss(*mu.tolist())), L.item(), rtol=1e-13)
+
+
+def test_closed_form_solves_its_defining_equation():
+    R = qkov.ReducedModel()
+    for r in (0.01, 1.0, 100.0):
+        mu_ov = np.linspace(0, 30, 7)
+        a = R.alpha_closed_form(mu_ov, r, mu_qk0=0.3, mu_ov0=0.0)
+        x = a / (1 - a)
+        lhs = np.log(x) + x
+        rhs = np.log(R.m / R.n) + R.G(0.3) + R.k(r) * mu_ov**2
+        np.testing.assert_allclose(lhs, rhs, rtol=1e-12, atol=1e-12)
+        # the same alpha is what G^{-1} of the invariant gives
+        mu_qk = np.log(x * R.n / R.m)
+        np.testing.assert_allclose(
+            R.invariant(mu_qk, mu_ov, r), R.invariant(0.3, 0.0, r), atol=1e-10
+        )
+        loss = 0.01
+        a_star = R.alpha_at_loss(loss, r)
+        mu_ov_star = R.margin_at_loss(loss) / a_star
+        np.testing.assert_allclose(R.alpha_closed_form(mu_ov_star, r), a_star, rtol=1e-10)
+
+
+def test_invariant_conserved_and_closed_form_matches_ode():
+    R = qkov.ReducedModel()
+    for r in (0.1, 1.0, 10.0):
+        sol = R.solve(r, stop_losses=(1e-2,), t_max=1e12)
+        inv = R.invariant(sol.y[0], sol.y[1], r)
+        assert (
+            np.max(np.abs(inv - inv[0])) / np.abs(inv[0]) < 1e-6
+            or np.max(np.abs(inv - inv[0])) < 1e-7
+        )
+        mu_qk, mu_ov = sol.y_events[0][0]
+        assert abs(R.alpha(mu_qk) - R.alpha_at_loss(1e-2, r)) < 1e-6
+    with pytest.raises(ValueError):
+        R.rhs(0, [0.0, 0.0], 1.0, 1.0, kind="XYZ")
+
+
+def test_agreement_grammar_labels():
+    A = qkov.Agreement
+    b = qkov.agreement_batch(300, generator=torch.Generator().manual_seed(3))
+    sing, plur = set(A.SING), set(A.PLUR)
+    assert b.X.shape[1] == A.max_len(2, 3) and (b.X[:, -1] == A.PAD).all()
+    for x, y, s, k, mm in zip(
+        b.X.tolist(),
+        b.y.tolist(),
+        b.subject_pos.tolist(),
+        b.n_attractors.tolist(),
+        b.n_mismatched.tolist(),
+        strict=True,
+    ):
+        nouns = [(i, t) for i, t in enumerate(x) if t in sing or t in plur]
+        assert x[0] == A.THE and nouns[0][0] == s  # the subject is the first noun
+        number = lambda t: int(t in plur)
+        assert number(x[s]) == y  # the label is the subject's number
+        assert len(nouns) == 1 + k
+        assert sum(number(t) != y for _, t in nouns[1:]) == mm
+        real = [t for t in x if t != A.PAD]
+        assert x[: len(real)] == real  # right-padded
+    assert set(b.n_attractors.tolist()) == {0, 1, 2, 3}
+    with pytest.raises(ValueError):
+        qkov.agreement_batch(2, p_mismatch=2.0)
+
+
+def test_at_matched_loss_interpolates_in_log_loss():
+    loss = np.array([[1.0, 1.0], [0.1, 0.5], [0.01, 0.4]])
+    vals = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])
+    out = qkov.at_matched_loss(loss, vals, np.sqrt(0.1))  # halfway in log between logs 0 and 1
+    np.testing.assert_allclose(out[0], 0.5)
+    assert np.isnan(out[1])  # never reaches the target
+    np.testing.assert_array_equal(qkov.first_log_below(loss, 0.1), [1, -1])
