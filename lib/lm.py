@@ -1,0 +1,196 @@
+r"""Language-model training on a token stream, and the alignment of its embeddings over training.
+
+Chapter 5 trains a small decoder (:class:`lib.models.Transformer` with ``readout="all"``)
+on real text and asks *when* its token embeddings :math:`W^E` line up with each
+language-model signature (:mod:`lib.signatures`): the next-token signature
+:math:`\phi^{\rm next}`, the skip-:math:`k` signatures :math:`\phi^{(k)}` and the causal
+window signature :math:`\bar\phi^W`; and its unembedding :math:`W^U` with the
+previous-token signature :math:`\varphi^{\rm pre}`.
+
+* :func:`window_sampler` streams random windows of a token stream, one batch per
+  instance, as a function of the step alone (so a run is reproducible however it is
+  resumed).
+* :func:`similarity_callbacks` logs, during training, the cosine-similarity matrices of
+  the increments :math:`W(t)-W(0)` (mean row removed) on a set of tracked tokens.
+* :func:`alignment_curves` turns those logged matrices into :math:`R_{\cos}`, partial
+  :math:`R_{\cos}` and a permutation null, all vectorized over steps and instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from . import metrics as M
+
+F64 = torch.float64
+
+
+def window_sampler(
+    stream: torch.Tensor,
+    context_len: int,
+    batch_size: int,
+    seeds: Sequence[int] | int,
+    device: torch.device | str = "cpu",
+) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
+    """``data(step) -> (X, y)`` of random windows of ``stream`` for :func:`lib.engine.train`.
+
+    ``X`` is ``(K, batch_size, context_len)`` and ``y`` the same windows shifted by one
+    token (next-token targets), with ``K = len(seeds)``. Instance ``k``'s batch at
+    ``step`` depends only on ``(seeds[k], step)``: each draw uses a generator seeded with
+    ``hash((seed, step))``, so instances that share a seed see the same data (e.g. a small
+    and a standard initialization of the same seed), and a batched run equals the same
+    instances run one by one.
+    """
+    stream = torch.as_tensor(stream, dtype=torch.long).reshape(-1)
+    seeds = [seeds] if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("window_sampler needs at least one seed")
+    if context_len < 1 or batch_size < 1:
+        raise ValueError(f"need context_len, batch_size >= 1, got {context_len}, {batch_size}")
+    n_starts = stream.numel() - context_len
+    if n_starts < 1:
+        raise ValueError(
+            f"a stream of {stream.numel()} tokens is too short for windows of {context_len} + 1"
+        )
+    offsets = torch.arange(context_len + 1)
+    stream_dev = stream.to(device)
+
+    def data(step: int):
+        starts = torch.stack(
+            [
+                torch.randint(
+                    0,
+                    n_starts,
+                    (batch_size,),
+                    generator=torch.Generator().manual_seed(
+                        int(np.random.SeedSequence([s, int(step)]).generate_state(1)[0])
+                    ),
+                )
+                for s in seeds
+            ]
+        )
+        idx = (starts[..., None] + offsets).to(device)  # (K, B, L+1)
+        win = stream_dev[idx]
+        return win[..., :-1], win[..., 1:]
+
+    return data
+
+
+def increment_similarity(W: torch.Tensor, W0: torch.Tensor, tokens: Sequence[int]) -> torch.Tensor:
+    r"""Cosine similarity of the increments :math:`\Delta W_s = W_s(t)-W_s(0)` of the tracked rows,
+    after removing their mean row: ``(K, V, d)`` -> ``(K, T, T)`` float64.
+
+    The mean row is removed because every token's embedding first moves along a common
+    direction (the unigram distribution is learned first); that shared move would make
+    all cosines near one and hide which tokens move together.
+    """
+    idx = torch.as_tensor(list(tokens), dtype=torch.long, device=W.device)
+    dW = (W.detach() - W0.to(W.device))[..., idx, :].to(F64)
+    dW = dW - dW.mean(-2, keepdim=True)
+    return M.cosine_similarity_matrix(dW)
+
+
+def similarity_callbacks(
+    params: Mapping[str, torch.Tensor], emb_tokens: Sequence[int], unemb_tokens: Sequence[int]
+) -> dict[str, Callable]:
+    """Callbacks for :func:`lib.engine.train` logging ``S_E`` and ``S_U`` (``(K, T, T)`` each).
+
+    ``S_E`` is :func:`increment_similarity` of the token embedding ``E`` (rows = tokens);
+    ``S_U`` that of the unembedding ``U`` read as one vector per output token (``U^T``).
+    Call before training: the current weights are taken as ``W(0)``.
+    """
+    E0 = params["E"].detach().clone()
+    UT0 = params["U"].detach().transpose(1, 2).clone()
+    return {
+        "S_E": lambda step, p: increment_similarity(p["E"], E0, emb_tokens),
+        "S_U": lambda step, p: increment_similarity(p["U"].transpose(1, 2), UT0, unemb_tokens),
+    }
+
+
+def _pairs(S: torch.Tensor) -> torch.Tensor:
+    return M.upper_triangle(torch.as_tensor(S, dtype=F64))
+
+
+def _standardize(x: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit norm along the last axis, so that a dot product is a Pearson r."""
+    x = x - x.mean(-1, keepdim=True)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def _partial(r_xy, r_xz, r_yz):
+    r"""First-order partial correlation :math:`r_{xy\cdot z}=\frac{r_{xy}-r_{xz}r_{yz}}{\sqrt{(1-r_{xz}^2)(1-r_{yz}^2)}}`."""
+    return (r_xy - r_xz * r_yz) / ((1 - r_xz**2) * (1 - r_yz**2)).sqrt()
+
+
+def alignment_curves(
+    S_logged,
+    signatures: Mapping[str, torch.Tensor],
+    control: str | None = None,
+    n_perm: int = 200,
+    seed: int = 0,
+    quantiles: tuple[float, float] = (0.05, 0.95),
+) -> dict[str, dict[str, np.ndarray]]:
+    r""":math:`R_{\cos}` (or partial :math:`R_{\cos}`) of logged similarity matrices with each
+    signature, and a permutation null.
+
+    ``S_logged`` is ``(n_logs, K, T, T)`` (from :func:`similarity_callbacks`);
+    ``signatures`` maps a name to a centred ``(T, V)`` signature of the same tracked
+    tokens. With ``control`` (a key of ``signatures``), every other signature's R is the
+    partial correlation controlling for the control signature's similarities (the control
+    itself gets plain R), computed as :math:`r_{xy\cdot z}` from the three pairwise
+    correlations (equal to :func:`lib.metrics.r_cos_partial`; tested).
+
+    The null permutes the token labels of the signatures: :math:`S^{\rm sig}_{\pi(s)\pi(t)}`
+    for a random permutation :math:`\pi` (the control permuted with it), ``n_perm``
+    times. Returns ``name -> {"R": (n_logs, K), "null": (n_logs, K, n_perm),
+    "null_lo": (n_logs,), "null_hi": (n_logs,)}``; the band pools all instances' nulls.
+    """
+    S = torch.as_tensor(np.asarray(S_logged), dtype=F64)
+    if S.dim() != 4 or S.shape[-1] != S.shape[-2]:
+        raise ValueError(f"S_logged must be (n_logs, K, T, T), got {tuple(S.shape)}")
+    T = S.shape[-1]
+    if control is not None and control not in signatures:
+        raise ValueError(f"control {control!r} is not one of the signatures {list(signatures)}")
+    for name, phi in signatures.items():
+        phi = torch.as_tensor(phi)
+        if phi.shape[0] != T:
+            raise ValueError(f"signature {name!r} has {phi.shape[0]} rows, the logs track {T}")
+        if not torch.isfinite(phi).all():
+            raise ValueError(f"signature {name!r} has non-finite rows: drop those tokens")
+    i, j = torch.triu_indices(T, T, offset=1)
+    g = torch.Generator().manual_seed(seed)
+    perms = torch.stack([torch.randperm(T, generator=g) for _ in range(n_perm)])
+    x = _standardize(S[..., i, j])  # (n_logs, K, P)
+
+    def sig_pairs(phi):
+        Ssig = M.cosine_similarity_matrix(phi)
+        return _standardize(Ssig[i, j]), _standardize(Ssig[perms[:, i], perms[:, j]])
+
+    pairs = {n: sig_pairs(phi) for n, phi in signatures.items()}
+    out = {}
+    for name, (y, yp) in pairs.items():
+        r = x @ y  # (n_logs, K)
+        rn = x @ yp.T  # (n_logs, K, n_perm)
+        if control is not None and name != control:
+            z, zp = pairs[control]
+            r = _partial(r, x @ z, y @ z)
+            rn = _partial(rn, x @ zp.T, (yp * zp).sum(-1))
+        flat = rn.flatten(1)
+        out[name] = {
+            "R": r.numpy(),
+            "null": rn.numpy(),
+            "null_lo": torch.quantile(flat, quantiles[0], 1).numpy(),
+            "null_hi": torch.quantile(flat, quantiles[1], 1).numpy(),
+        }
+    return out
+
+
+__all__ = [
+    "window_sampler",
+    "increment_similarity",
+    "similarity_callbacks",
+    "alignment_curves",
+]

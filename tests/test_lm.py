@@ -1,0 +1,68 @@
+"""The stream sampler and the alignment curves of lib/lm.py."""
+
+import numpy as np
+import pytest
+import torch
+
+from lib import lm
+from lib import metrics as M
+
+
+def test_window_sampler_shapes_targets_and_determinism():
+    stream = torch.arange(1000) % 97
+    data = lm.window_sampler(stream, context_len=8, batch_size=5, seeds=[0, 1, 0])
+    X, y = data(3)
+    assert X.shape == y.shape == (3, 5, 8)
+    # targets are the windows shifted by one token of the stream
+    assert torch.equal(y[..., :-1], X[..., 1:])
+    assert torch.equal(y[..., -1], (X[..., -1] + 1) % 97)
+    # a function of (seed, step) only: repeatable, equal for equal seeds, different otherwise
+    assert torch.equal(data(3)[0], X)
+    assert torch.equal(X[0], X[2]) and not torch.equal(X[0], X[1])
+    assert not torch.equal(data(4)[0], X)
+    one = lm.window_sampler(stream, 8, 5, [1])(3)[0]
+    assert torch.equal(one[0], X[1])
+
+
+def test_window_sampler_rejects_bad_input():
+    with pytest.raises(ValueError, match="too short"):
+        lm.window_sampler(torch.arange(5), 8, 2, [0])
+    with pytest.raises(ValueError, match="seed"):
+        lm.window_sampler(torch.arange(50), 8, 2, [])
+
+
+def test_alignment_curves_match_metrics():
+    g = torch.Generator().manual_seed(0)
+    T, V, d = 12, 9, 5
+    phis = {n: torch.rand(T, V, generator=g, dtype=torch.float64) for n in ("a", "b")}
+    E0 = torch.randn(2, T, d, generator=g, dtype=torch.float64)
+    Es = [E0 + torch.randn(2, T, d, generator=g, dtype=torch.float64) for _ in range(3)]
+    S = torch.stack([lm.increment_similarity(E, E0, range(T)) for E in Es])  # (3, 2, T, T)
+    out = lm.alignment_curves(S, phis, control="a", n_perm=50)
+    plain = lm.alignment_curves(S, phis, n_perm=50)
+    for t, E in enumerate(Es):
+        r_a = M.r_cos(E, phis["a"], W0=E0)
+        r_b = M.r_cos(E, phis["b"], W0=E0)
+        rp_b = M.r_cos_partial(E, phis["b"], phis["a"], W0=E0)
+        np.testing.assert_allclose(out["a"]["R"][t], r_a, atol=1e-10)
+        np.testing.assert_allclose(plain["b"]["R"][t], r_b, atol=1e-10)
+        np.testing.assert_allclose(out["b"]["R"][t], rp_b, atol=1e-10)
+    # the null is the same statistic against a signature with permuted token labels
+    perm = torch.randperm(T, generator=torch.Generator().manual_seed(0))
+    assert out["b"]["null"].shape == (3, 2, 50)
+    E = Es[0]
+    r_perm = M.r_cos_partial(E, phis["b"][perm], phis["a"][perm], W0=E0)
+    np.testing.assert_allclose(out["b"]["null"][0, :, 0], r_perm, atol=1e-10)
+    assert np.all(out["b"]["null_lo"] <= out["b"]["null_hi"])
+
+
+def test_alignment_curves_reject_mismatch():
+    S = torch.zeros(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="rows"):
+        lm.alignment_curves(S, {"a": torch.rand(5, 3)})
+    with pytest.raises(ValueError, match="control"):
+        lm.alignment_curves(S, {"a": torch.rand(4, 3)}, control="b")
+    bad = torch.rand(4, 3)
+    bad[0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        lm.alignment_curves(S, {"a": bad})

