@@ -67,7 +67,9 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "07_qk_ov_sharpening": {
         # seq_len 128 as in the code's CACO runs; SGD rates far above the code's 0.01 so that
-        # training reaches a near-zero loss in a few thousand steps (ci/book).
+        # training reaches a near-zero loss in a few thousand steps (ci/book). shk_*: the
+        # character-level Shakespeare LM of Section 7 (Adam; each multiplier scales only the
+        # qk group's rate; paired seeds across multipliers).
         "ci": dict(
             seq_len=128,
             batch=32,
@@ -85,6 +87,16 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             sva_steps=300,
             sva_lr=1e-3,
             sva_mult=10.0,
+            shk_d_model=32,
+            shk_context=64,
+            shk_layers=1,
+            shk_mlp=128,
+            shk_batch=16,
+            shk_steps=500,
+            shk_lr=3e-3,
+            shk_mults=[1.0, 10.0, 30.0],
+            shk_val=64,
+            shk_logs=24,
         ),
         "book": dict(
             seq_len=128,
@@ -103,6 +115,16 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             sva_steps=1500,
             sva_lr=1e-3,
             sva_mult=10.0,
+            shk_d_model=32,
+            shk_context=64,
+            shk_layers=1,
+            shk_mlp=128,
+            shk_batch=16,
+            shk_steps=1500,
+            shk_lr=3e-3,
+            shk_mults=[1.0, 10.0, 30.0],
+            shk_val=64,
+            shk_logs=30,
         ),
         "paper": dict(
             seq_len=128,
@@ -121,6 +143,16 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             sva_steps=20000,
             sva_lr=1e-3,
             sva_mult=10.0,
+            shk_d_model=128,
+            shk_context=128,
+            shk_layers=2,
+            shk_mlp=512,
+            shk_batch=64,
+            shk_steps=20000,
+            shk_lr=1e-3,
+            shk_mults=[1.0, 10.0, 30.0],
+            shk_val=256,
+            shk_logs=60,
         ),
     },
     "03_ffn_flow": {
