@@ -33,6 +33,11 @@ __all__ = [
     "gated_addition",
     "gated_addition_naive",
     "modular_addition",
+    "gated_addition_control",
+    "plain_addition",
+    "with_marker",
+    "SynonymGroups",
+    "synonym_groups",
     "ScanSnap",
     "ScanSnapBatch",
     "scan_snap_probs",
@@ -414,6 +419,155 @@ def modular_addition(seed: int, p: int = 23, test_fraction: float = 0.3) -> Task
         test=test,
         info_order=1,
         description=f"{name}: all {p * p} pairs, test_fraction={test_fraction}.",
+    )
+
+
+def gated_addition_control(
+    seed: int, reps: int = 1, noise_keys: int = 0, test_fraction: float = 0.0
+) -> Task:
+    """T3's order-0 twin: the same sequences ``[z, a, g]``, label ``y = z + s0(a) * m(a)``.
+
+    The sign no longer depends on the gate: ``s0 = +1`` iff ``a`` is odd. Keys, anchors,
+    gates, design, held-out blocks and label range are those of :func:`gated_addition`
+    (same seed, same rows), so the two tasks differ only in *where* the information sits.
+    Here anchor ``2m-1`` sees labels ``z + m`` and ``2m`` sees ``z - m``: their order-0
+    signatures differ, and each anchor's signature alone fixes its offset (``info_order =
+    0``); the gates are irrelevant and keep identical signatures.
+    """
+    t = gated_addition(seed, reps, noise_keys, test_fraction)
+
+    def relabel(d: TaskData | None) -> TaskData | None:
+        if d is None:
+            return None
+        z, a = d.X[:, 0], d.X[:, 1]
+        y = z + torch.where(a % 2 == 1, 1, -1) * ((a + 1) // 2)
+        name = d.name.replace("T3 gated addition", "T3 order-0 control")
+        return TaskData(d.X, y, d.vocab_size, d.n_labels, dict(d.groups), name)
+
+    return Task(
+        train=relabel(t.train),
+        test=relabel(t.test),
+        info_order=0,
+        description=(
+            "T3 order-0 control: the sequences of T3, y = z + s0*ceil(a/2) with s0 = +1 iff a "
+            f"odd (the gate is irrelevant); reps={reps}, test_fraction={test_fraction}."
+        ),
+    )
+
+
+def plain_addition(seed: int, p: int = 23, test_fraction: float = 0.3, halve: bool = False) -> Task:
+    """Modular addition's order-0 twin: the same pairs and split, label ``a + b`` (no wrap).
+
+    Token ``a``'s order-0 signature is uniform on ``{a, ..., a + p - 1}``: it shifts with
+    ``a``, so order 0 tells the tokens apart (``info_order = 0``), whereas modulo ``p`` every
+    signature is uniform on ``Z_p``. Labels lie in ``0 .. 2p - 2``. With ``halve`` the label
+    is ``(a + b) // 2``: still order 0, with the ``p`` labels of modular addition.
+    """
+    t = modular_addition(seed, p, test_fraction)
+    n = p if halve else 2 * p - 1
+
+    def relabel(d: TaskData | None) -> TaskData | None:
+        if d is None:
+            return None
+        y = d.X.sum(1) // 2 if halve else d.X.sum(1)
+        what = "halved sum" if halve else "plain addition"
+        name = d.name.replace("modular addition mod", f"{what} of tokens <")
+        return TaskData(d.X, y, n, n, dict(d.groups), name)
+
+    label = "(a + b) // 2" if halve else "a + b"
+    return Task(
+        train=relabel(t.train),
+        test=relabel(t.test),
+        info_order=0,
+        description=f"{label} of tokens 0..{p - 1}; the pairs and split of mod {p}.",
+    )
+
+
+def with_marker(d: TaskData, token: int, length: int) -> TaskData:
+    """``d`` with its sequences right-padded by a constant ``token`` to ``length`` positions.
+
+    Lets tasks of different lengths share one batched run. For a bag-of-tokens model the
+    marker adds the same vector to every input, i.e. a learned bias: it carries no
+    information and leaves every other token's signature unchanged.
+    """
+    pad = length - d.X.shape[1]
+    if pad < 0:
+        raise ValueError(f"sequences of length {d.X.shape[1]} do not fit in length {length}")
+    if not 0 <= token:
+        raise ValueError(f"marker token must be >= 0, got {token}")
+    X = torch.cat([d.X, torch.full((d.X.shape[0], pad), token, dtype=d.X.dtype)], 1)
+    V = max(d.vocab_size, token + 1)
+    return TaskData(X, d.y, V, d.n_labels, dict(d.groups), d.name)
+
+
+# ---------------------------------------------------------------------------
+# Synonym groups: auxiliary data that gives chosen tokens a target geometry (Chapter 6)
+# ---------------------------------------------------------------------------
+
+
+class SynonymGroups(NamedTuple):
+    """The downstream task and auxiliary data of :func:`synonym_groups` (all int64)."""
+
+    train: tuple[torch.Tensor, torch.Tensor]  # downstream pairs seen in training
+    unseen: tuple[torch.Tensor, torch.Tensor]  # (key, trained member) pairs never seen
+    held_out: tuple[torch.Tensor, torch.Tensor]  # pairs with a held-out member
+    aux_X: torch.Tensor  # (n_members, 2): [member, AUX]
+    aux_y: torch.Tensor  # (n_members,): the member's group class token
+    aux_y_shuffled: torch.Tensor  # classes of a random grouping (same class sizes)
+    members: list[int]
+    group: torch.Tensor  # (n_members,) group of each member
+    held_members: list[int]
+    vocab_size: int
+
+
+def synonym_groups(
+    seed: int,
+    n_keys: int = 40,
+    n_groups: int = 4,
+    group_size: int = 4,
+    keep: float = 0.5,
+) -> SynonymGroups:
+    """Groups of interchangeable tokens, a downstream task that needs them, and aux data.
+
+    Tokens: keys ``10 .. 10+n_keys-1``; members ``60 ..`` in ``n_groups`` groups of
+    ``group_size`` (member ``60 + group_size*g + j`` is in group ``g``); class tokens
+    ``80 + g``; the auxiliary marker ``AUX = 79``. Vocabulary ``80 + n_groups``.
+
+    * downstream: ``[z, s] -> z + g(s) + 1``: the label needs the key and the *group* of the
+      member. The last member of every group is held out of the downstream data; of the
+      other (key, member) pairs a random fraction ``keep`` is trained on and the rest is the
+      ``unseen`` test set.
+    * auxiliary: ``[s, AUX] -> 80 + g(s)`` for every member, held-out ones included, so the
+      members of a group get identical order-0 signatures (the target geometry). The
+      shuffled control keeps the class sizes but draws the grouping at random.
+    """
+    if not (n_keys >= 2 and n_groups >= 2 and group_size >= 2 and 0 < keep < 1):
+        raise ValueError("need n_keys, n_groups, group_size >= 2 and 0 < keep < 1")
+    if n_keys > 50 or n_groups * group_size > 19:
+        raise ValueError("keys must fit in 10..59 and members in 60..78")
+    g = _generator(seed)
+    keys = torch.arange(10, 10 + n_keys)
+    members = torch.arange(60, 60 + n_groups * group_size)
+    group = (members - 60) // group_size
+    aux = 79
+    z, s = (t.reshape(-1) for t in torch.meshgrid(keys, members, indexing="ij"))
+    X = torch.stack([z, s], 1)
+    y = z + (s - 60) // group_size + 1
+    held = (s - 60) % group_size == group_size - 1
+    kept = torch.rand(z.shape[0], generator=g) < keep
+    tr, un = ~held & kept, ~held & ~kept
+    shuffled = group[torch.randperm(group.numel(), generator=g)]
+    return SynonymGroups(
+        train=(X[tr], y[tr]),
+        unseen=(X[un], y[un]),
+        held_out=(X[held], y[held]),
+        aux_X=torch.stack([members, torch.full_like(members, aux)], 1),
+        aux_y=80 + group,
+        aux_y_shuffled=80 + shuffled,
+        members=members.tolist(),
+        group=group,
+        held_members=members[(members - 60) % group_size == group_size - 1].tolist(),
+        vocab_size=80 + n_groups,
     )
 
 
