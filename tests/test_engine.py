@@ -257,3 +257,10 @@ def test_instance_batches_and_accuracy_callback():
         p["E"].fill_(1.0)
     acc = accuracy_callback(model, X[0], y[0])(0, p)
     assert acc.tolist() == [1.0, 0.0]
+
+
+def test_importing_lib_flushes_denormals():
+    import lib  # noqa: F401  (the import sets the flag)
+
+    # 1e-30 * 1e-10 = 1e-40 is a float32 denormal: flushed to zero it is exactly 0.
+    assert float(torch.tensor([1e-30]) * 1e-10) == 0.0
