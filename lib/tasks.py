@@ -493,8 +493,10 @@ def with_marker(d: TaskData, token: int, length: int) -> TaskData:
     pad = length - d.X.shape[1]
     if pad < 0:
         raise ValueError(f"sequences of length {d.X.shape[1]} do not fit in length {length}")
-    if not 0 <= token:
-        raise ValueError(f"marker token must be >= 0, got {token}")
+    if token < d.vocab_size:
+        raise ValueError(
+            f"marker token {token} collides with the task's tokens 0..{d.vocab_size - 1}"
+        )
     X = torch.cat([d.X, torch.full((d.X.shape[0], pad), token, dtype=d.X.dtype)], 1)
     V = max(d.vocab_size, token + 1)
     return TaskData(X, d.y, V, d.n_labels, dict(d.groups), d.name)
