@@ -133,13 +133,14 @@ _DENORMAL_RUN = """
 import time, torch
 from lib import engine, tasks
 from lib.models import EmbMLP, build
-torch.set_flush_denormal({flush})  # before any parallel op: worker threads copy the flag
+torch.set_flush_denormal({flush})  # overrides lib's import-time setting, before any
+# parallel op, so that torch's worker threads copy it
 d = tasks.with_marker(tasks.modular_addition(0, p=47).train, 161, 3)
 model = EmbMLP(162, 64, 128, 162)
 params = build(model, list(range({K})), gamma=1.0)
 t0 = time.perf_counter()
 engine.train(model, params, (d.X, d.y), {steps}, optimizer="adam", lr=1e-2, batch_size=128,
-             log_at=[0], flush_denormal={flush})
+             log_at=[0])
 print(time.perf_counter() - t0)
 """
 

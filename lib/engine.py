@@ -156,7 +156,6 @@ def train(
     seed: int = 0,
     desc: str = "train",
     frozen: Sequence[str] = (),
-    flush_denormal: bool = True,
 ) -> History:
     """Train all K instances of ``params`` (updated in place) for ``steps`` steps.
 
@@ -177,17 +176,12 @@ def train(
         callbacks: name -> ``fn(step, params) -> (K, ...)`` metrics, called under
             no_grad at every logging step; ``loss`` (the batch loss) is always logged.
         frozen: names of weights that are not trained.
-        flush_denormal: flush denormal floats to zero on this thread (left as set here);
-            off only to measure what it saves (``make bench``).
 
     Returns:
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
     """
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
-    # Denormal floats (below 1e-38) are many times slower on CPUs; see lib/__init__.py,
-    # which sets this for the whole process before torch's worker threads exist.
-    torch.set_flush_denormal(flush_denormal)
     if steps < 0:
         raise ConfigError(f"steps must be >= 0, got {steps}")
     specs = model.specs()
