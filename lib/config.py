@@ -537,15 +537,20 @@ def chapter_config(chapter: str, scale: str | None = None) -> MappingProxyType:
     return MappingProxyType(dict(CONFIGS[chapter][scale], scale=scale))
 
 
-def announce(chapter: str) -> tuple[MappingProxyType, torch.device]:
+def announce(chapter: str, cpu_threads: int | None = None) -> tuple[MappingProxyType, torch.device]:
     """Print the scale, device and versions a chapter runs at; return (config, device).
 
     Called in every chapter's first code cell, so the first output of the page
-    says at what scale and on what device its numbers were made.
+    says at what scale and on what device its numbers were made. Every model and
+    tensor of the chapter goes to the returned device. ``cpu_threads`` caps torch's
+    threads, on the CPU only (tiny models run faster on one thread of a shared machine;
+    on a GPU the cap would only starve the host side).
     """
     cfg = chapter_config(chapter)
     dev = get_device()
     torch.manual_seed(0)
+    if cpu_threads is not None and dev.type == "cpu":
+        torch.set_num_threads(int(cpu_threads))
     print(
         f"chapter {chapter} | BOOK_SCALE={cfg['scale']} | device={dev} | "
         f"torch {torch.__version__} | python {platform.python_version()}"

@@ -264,16 +264,20 @@ class FixedAttentionOV:
         return SingleQueryAttention(ov=self.ov, vocab_size=self.vocab_size).ov_matrix(params)
 
     def forward(self, params, X: torch.Tensor, alpha: torch.Tensor | None = None):
+        """Logits (K, B, V) for tokens (B, T) shared by all instances or (K, B, T) per instance."""
         alpha = self.alpha if alpha is None else alpha
-        V = self.vocab_size
-        dm = (X >= self.distinct_start).to(alpha.dtype)
+        K = alpha.shape[0]
+        if X.dim() not in (2, 3) or (X.dim() == 3 and X.shape[0] != K):
+            raise ValueError(f"tokens must be (B, T) or (K={K}, B, T); got {tuple(X.shape)}")
+        dm = (X >= self.distinct_start).to(alpha.dtype)  # (B, T) or (K, B, T)
         n_d = dm.sum(-1, keepdim=True).clamp(min=1.0)
         n_o = (1 - dm).sum(-1, keepdim=True).clamp(min=1.0)
-        a_k = alpha.view(-1, *([1] * X.dim()))  # (K, 1, 1)
+        # One mass per instance, broadcast over (B, T) only: instance k's attention is built
+        # from instance k's tokens and alpha_k, never from another instance's.
+        a_k = alpha.view(K, 1, 1)
         a = a_k * dm / n_d + (1 - a_k) * (1 - dm) / n_o  # (K, B, T)
-        onehot = F.one_hot(X, V).to(alpha.dtype)
-        h = torch.matmul(a.unsqueeze(-2), onehot.expand(a.shape[0], *onehot.shape)).squeeze(-2)
-        return torch.matmul(h, self.ov_matrix(params).transpose(-1, -2))
+        h = torch.matmul(a.unsqueeze(-2), F.one_hot(X, self.vocab_size).to(alpha.dtype))
+        return torch.matmul(h.squeeze(-2), self.ov_matrix(params).transpose(-1, -2))
 
 
 # ---------------------------------------------------------------------------
