@@ -241,6 +241,11 @@ def attention_terms(model: Transformer, params, S: CountedSignatures, centre="un
 class _DetachedAttention(Transformer):
     """The same 1-layer model with the attention weights detached (no QK-path gradient)."""
 
+    @classmethod
+    def example(cls, K: int = 3):
+        """A tiny 1-layer attention-only instance (the only shape this class computes)."""
+        return cls(vocab_size=11, d_model=8, context_len=5, n_out=7)
+
     def forward(self, params, X, return_attention=False):
         from .models import _lin, embed
 

@@ -8,6 +8,12 @@ object serves a whole sweep of seeds and hyperparameters, and the training engin
 
 Tokens ``X`` are ``(B, L)`` (one batch shared by all instances) or ``(K, B, L)``
 (a batch per instance). Logits are ``(K, B, n_out)``.
+
+The batched-model protocol, which every model in ``lib`` follows (and
+``tests/test_isolation.py`` checks for every class that has ``specs`` and ``forward``):
+``specs()``, ``forward(params, X)`` for both token layouts, an attribute ``vocab_size``,
+and a classmethod ``example(K)`` that returns a tiny instance for the tests. Instance k's
+output depends on instance k's weights and tokens alone.
 """
 
 from __future__ import annotations
@@ -81,6 +87,11 @@ class EmbMLP:
                 f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}"
             )
 
+    @classmethod
+    def example(cls, K: int = 3) -> EmbMLP:
+        """A tiny instance for the library-wide tests."""
+        return cls(vocab_size=11, d_model=6, d_hidden=8, n_out=7)
+
     def specs(self) -> dict[str, ParamSpec]:
         return {
             "E": ParamSpec(
@@ -105,6 +116,11 @@ class LinearEmb:
     d_model: int
     n_out: int
     emb_fan_in: int | None = None
+
+    @classmethod
+    def example(cls, K: int = 3) -> LinearEmb:
+        """A tiny instance for the library-wide tests."""
+        return cls(vocab_size=11, d_model=6, n_out=7)
 
     def specs(self) -> dict[str, ParamSpec]:
         return {
@@ -170,6 +186,11 @@ class Transformer:
             )
         if self.n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {self.n_layers}")
+
+    @classmethod
+    def example(cls, K: int = 3):
+        """A tiny 2-layer instance with an MLP for the library-wide tests."""
+        return cls(vocab_size=11, d_model=8, context_len=5, n_layers=2, n_out=7, d_mlp=8)
 
     @property
     def dh(self) -> int:

@@ -71,6 +71,11 @@ class SingleQueryAttention:
             raise ValueError("vocab_size must be >= 2 and d_head >= 1")
 
     @classmethod
+    def example(cls, K: int = 3) -> SingleQueryAttention:
+        """A tiny factorized instance (FAFO) for the library-wide tests."""
+        return cls(qk="factorized", ov="factorized", vocab_size=12, d_head=6)
+
+    @classmethod
     def named(cls, name: str, **kw) -> SingleQueryAttention:
         """The model for one of the paper's names FAFO, FACO, CAFO, CACO."""
         if name not in PARAMETERIZATIONS:
@@ -256,6 +261,13 @@ class FixedAttentionOV:
         if a.dim() != 1 or ((a < 0) | (a > 1)).any():
             raise ValueError("alpha must be a (K,) tensor of masses in [0, 1]")
 
+    @classmethod
+    def example(cls, K: int = 3) -> FixedAttentionOV:
+        """A tiny factorized-OV instance with K distinct masses, for the library-wide tests."""
+        return cls(
+            torch.linspace(0.1, 0.9, K), ov="factorized", vocab_size=12, d_head=6, distinct_start=6
+        )
+
     def specs(self) -> dict[str, ParamSpec]:
         full = SingleQueryAttention(ov=self.ov, vocab_size=self.vocab_size, d_head=self.d_head)
         return {n: s for n, s in full.specs().items() if s.group == "ov"}
@@ -265,7 +277,9 @@ class FixedAttentionOV:
 
     def forward(self, params, X: torch.Tensor, alpha: torch.Tensor | None = None):
         """Logits (K, B, V) for tokens (B, T) shared by all instances or (K, B, T) per instance."""
-        alpha = self.alpha if alpha is None else alpha
+        W_OV = self.ov_matrix(params)
+        alpha = torch.as_tensor(self.alpha if alpha is None else alpha)
+        alpha = alpha.to(device=W_OV.device, dtype=W_OV.dtype)  # the model may hold a CPU alpha
         K = alpha.shape[0]
         if X.dim() not in (2, 3) or (X.dim() == 3 and X.shape[0] != K):
             raise ValueError(f"tokens must be (B, T) or (K={K}, B, T); got {tuple(X.shape)}")
@@ -277,7 +291,7 @@ class FixedAttentionOV:
         a_k = alpha.view(K, 1, 1)
         a = a_k * dm / n_d + (1 - a_k) * (1 - dm) / n_o  # (K, B, T)
         h = torch.matmul(a.unsqueeze(-2), F.one_hot(X, self.vocab_size).to(alpha.dtype))
-        return torch.matmul(h.squeeze(-2), self.ov_matrix(params).transpose(-1, -2))
+        return torch.matmul(h.squeeze(-2), W_OV.transpose(-1, -2))
 
 
 # ---------------------------------------------------------------------------
