@@ -1,8 +1,10 @@
 # The Order of Learning: build the book, run the tests.
-#   make book    the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
-#   make test    lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build
-#   make bench   batched vs sequential training speed
-# Both main targets create .venv and install what they need on first use.
+#   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
+#   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
+#   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build
+#   make bench          batched vs sequential training speed; parallel vs serial build
+# Both main targets create .venv and install what they need on first use. Every target that
+# writes build outputs holds one lock (.book.lock): two runs in one checkout take turns.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -11,9 +13,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NB := executed
 CI_BOOK := build/ci_book
+EXECUTED := build/executed
+STAGED := build/book
+LOCK := flock .book.lock
 export BOOK_QUIET := 1
 
-.PHONY: venv book test lint format unit chapters strict bench clean
+.PHONY: venv book chapter test lint format unit chapters strict bench clean _book _test _lint _chapters _strict
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,32 +32,46 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 venv: $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/python -m lib.booktools stamp .jupyter_cache
-	$(BIN)/jupyter-book build . -n --keep-going
+	$(LOCK) $(MAKE) --no-print-directory _book
+
+chapter: $(STAMP)
+	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
+	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only $(CH)" PARTIAL=--partial
+
+_book:
+	$(BIN)/python -m lib.booktools execute $(EXECUTED) $(ONLY)
+	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) $(PARTIAL)
+	$(BIN)/jupyter-book build $(STAGED) --path-output . -n --keep-going
 	@echo "The book is in _build/html/index.html"
 
-test: lint unit chapters strict
+test: $(STAMP)
+	$(LOCK) $(MAKE) --no-print-directory _test
 
-lint: $(STAMP)
+_test: _lint unit _chapters _strict
+
+lint chapters strict: $(STAMP)
+	$(LOCK) $(MAKE) --no-print-directory _$@
+
+_lint:
 	rm -rf $(NB)
 	$(BIN)/python -m lib.booktools convert $(NB)
-	$(BIN)/ruff check lib tests $(NB)
-	$(BIN)/ruff format --check lib tests $(NB)
+	$(BIN)/ruff check lib tests conftest.py $(NB)
+	$(BIN)/ruff format --check lib tests conftest.py $(NB)
 
 format: $(STAMP)
-	$(BIN)/ruff format lib tests
+	$(BIN)/ruff format lib tests conftest.py
 	for f in chapters/*.md; do $(BIN)/jupytext --quiet --pipe "$(BIN)/ruff format --stdin-filename cell.py -" "$$f"; done
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q
 
-chapters: $(STAMP)
+_chapters:
 	rm -rf $(NB)
 	$(BIN)/python -m lib.booktools convert $(NB)
 	BOOK_SCALE=ci $(BIN)/python -m pytest -q --nbmake --nbmake-timeout=900 --overwrite \
 		-p no:cacheprovider --durations=0 $(NB)
 
-strict: $(STAMP)
+_strict:
 	test -d $(NB) || { echo "run 'make chapters' first: the strict build reuses its executed notebooks"; exit 1; }
 	$(BIN)/python -m lib.booktools stage $(NB) $(CI_BOOK)
 	$(BIN)/jupyter-book build $(CI_BOOK) -W -n --keep-going --all
@@ -61,4 +80,4 @@ bench: $(STAMP)
 	$(BIN)/python -m lib.bench
 
 clean:
-	rm -rf _build build .jupyter_cache
+	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock

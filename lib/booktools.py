@@ -1,55 +1,62 @@
 """Build plumbing for the book, called by the Makefile (``python -m lib.booktools CMD``).
 
-* ``stamp``: jupyter-cache keys a notebook only on its own code, so a change to
-  ``lib/`` (or to the scale) would leave stale outputs in the book. Before every
-  build we hash ``lib/``, the requirements and the scale; when the hash differs
-  from the one stored beside the cache, the cache is cleared and every chapter
-  re-executes.
-* ``convert``: chapters are jupytext MyST-Markdown; nbmake collects only
-  ``.ipynb``. Convert each chapter, refusing one whose header is not MyST (which
-  would silently turn its code cells into Markdown) or that has no code cell.
-* ``stage``: the strict build in the test command reuses the notebooks nbmake just
-  executed, instead of executing every chapter a second time.
+The book never shows outputs from other code, another scale or another version, and a
+rebuild executes only what changed:
+
+* ``execute``: every chapter has a **stamp**, a hash of what its outputs depend on: its
+  own source; the ``lib`` modules it imports, transitively (found by parsing the
+  imports); every other file in ``lib/``; ``pyproject.toml`` and the requirements files;
+  the name and version of every installed distribution; the Python version; the scale
+  and the device. A chapter whose executed notebook is missing or carries another stamp
+  is executed again, the stale ones in parallel (one worker per core, torch on one
+  thread each, the longest chapter first). A notebook is written only when its
+  execution finished, atomically, so an interrupted run leaves nothing half-done and a
+  rerun recovers. Ctrl-C stops every worker and kernel.
+* ``stage``: a copy of the book whose chapters are the executed notebooks, with
+  execution off. Sphinx re-reads a page when its file changes, and a notebook changes
+  exactly when it was executed again, so a page is re-read if and only if its outputs
+  may differ. A notebook without outputs is refused, and named.
+* ``convert``: chapters are jupytext MyST-Markdown; nbmake and ruff read ``.ipynb``.
+  A chapter whose header is not MyST (which would silently turn its code cells into
+  Markdown) or that has no code cell is refused.
+
+Every command holds a lock on its output folder, so two runs in one checkout serialize
+instead of clobbering each other.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
 import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
 import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAMP_NAME = "lib-stamp.txt"
+PACKAGE = "lib"
+STAMP_KEY = "book_stamp"
+BOOK_FILES = ("_config.yml", "_toc.yml", "index.md", "references.bib")
+CELL_TIMEOUT = 1200  # seconds; a book-scale chapter runs in under 10 minutes
 
 
-def source_stamp(root: Path = ROOT, scale: str | None = None) -> str:
-    """Hash of everything a chapter's outputs depend on besides its own code."""
-    from .config import get_device, get_scale
-
-    h = hashlib.sha256()
-    files = sorted((root / "lib").rglob("*.py")) + [
-        root / "requirements.txt",
-        root / "requirements-data.txt",
-    ]
-    for f in files:
-        if f.exists():
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    h.update(f"scale={scale or get_scale()};device={get_device().type}".encode())
-    return h.hexdigest()
+class BuildError(RuntimeError):
+    """A build step failed; the message names the chapter or file and the fix."""
 
 
-def refresh_cache(cache: Path, stamp: str) -> bool:
-    """Clear ``cache`` if its stored stamp differs from ``stamp``; return True if cleared."""
-    stored = cache / STAMP_NAME
-    if stored.exists() and stored.read_text().strip() == stamp:
-        return False
-    if cache.exists():
-        shutil.rmtree(cache)
-    cache.mkdir(parents=True)
-    stored.write_text(stamp + "\n")
-    return True
+# ---------------------------------------------------------------------------
+# Chapters as notebooks
+# ---------------------------------------------------------------------------
 
 
 def check_chapter(path: Path):
@@ -71,70 +78,374 @@ def check_chapter(path: Path):
     return nb
 
 
-def convert(out_dir: Path, chapters: Path = ROOT / "chapters") -> list[Path]:
+def chapters(root: Path = ROOT) -> list[Path]:
+    found = sorted((root / "chapters").glob("*.md"))
+    if not found:
+        raise BuildError(f"no chapters found in {root / 'chapters'}")
+    return found
+
+
+def convert(out_dir: Path, root: Path = ROOT) -> list[Path]:
     """Write every chapter as an .ipynb into ``out_dir`` (for nbmake and ruff)."""
     import jupytext
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for md in sorted(chapters.glob("*.md")):
-        nb = check_chapter(md)
+    for md in chapters(root):
         target = out_dir / (md.stem + ".ipynb")
-        jupytext.write(nb, target, fmt="ipynb")
+        jupytext.write(check_chapter(md), target, fmt="ipynb")
         written.append(target)
-    if not written:
-        raise ValueError(f"no chapters found in {chapters}")
     return written
 
 
-def stage(executed: Path, out: Path, root: Path = ROOT) -> Path:
-    """A copy of the book whose chapters are the executed notebooks, with execution off."""
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "chapters").mkdir(parents=True)
-    for name in ("_toc.yml", "index.md", "references.bib"):
-        shutil.copy(root / name, out / name)
-    config = (root / "_config.yml").read_text()
-    if "execute_notebooks: cache" not in config:
-        raise ValueError("_config.yml must set 'execute_notebooks: cache'")
-    (out / "_config.yml").write_text(
-        config.replace("execute_notebooks: cache", 'execute_notebooks: "off"')
-    )
-    chapters = sorted((root / "chapters").glob("*.md"))
-    for md in chapters:
-        nb = executed / (md.stem + ".ipynb")
-        if not nb.exists():
-            raise FileNotFoundError(f"{nb} was not executed (run nbmake with --overwrite first)")
-        shutil.copy(nb, out / "chapters" / nb.name)
+# ---------------------------------------------------------------------------
+# Stamps
+# ---------------------------------------------------------------------------
+
+
+def _imported_modules(source: str, package: str = PACKAGE, current: str | None = None) -> set[str]:
+    """Names of ``package`` modules that ``source`` imports (``lib.x`` -> ``x``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == package:
+                    out.add(parts[1] if len(parts) > 1 else "__init__")
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level == 0 and mod.split(".")[0] != package:
+                continue
+            if node.level > 0 and current is None:
+                continue
+            parts = mod.split(".")[1:] if node.level == 0 else [p for p in mod.split(".") if p]
+            if parts:
+                out.add(parts[0])
+            else:  # from lib import a, b  /  from . import a
+                out.update(a.name for a in node.names)
+            out.add("__init__")
     return out
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
-    cmd, args = argv[0], argv[1:]
-    if cmd == "stamp":
-        cache = Path(args[0]) if args else ROOT / ".jupyter_cache"
-        cleared = refresh_cache(cache, source_stamp())
-        print(
-            f"{cache}: "
-            + (
-                "lib/ or scale changed: cache cleared, chapters will re-execute"
-                if cleared
-                else "up to date"
+def lib_closure(source: str, root: Path = ROOT, package: str = PACKAGE) -> list[Path]:
+    """The ``package`` module files that ``source`` imports, transitively, sorted."""
+    pkg = root / package
+    seen: set[str] = set()
+    todo = _imported_modules(source, package)
+    while todo:
+        name = todo.pop()
+        f = pkg / f"{name}.py"
+        if name in seen or not f.exists():
+            continue
+        seen.add(name)
+        todo |= _imported_modules(f.read_text(encoding="utf-8"), package, current=name) - seen
+    return sorted(pkg / f"{n}.py" for n in seen)
+
+
+def environment_fingerprint() -> str:
+    """Python version and every installed distribution with its version."""
+    dists = sorted(
+        {f"{d.metadata['Name']}=={d.version}".lower() for d in importlib.metadata.distributions()}
+    )
+    return f"python {platform.python_version()}\n" + "\n".join(dists)
+
+
+def chapter_stamp(
+    md: Path, scale: str, device: str, root: Path = ROOT, env: str | None = None
+) -> str:
+    """Hash of everything the outputs of chapter ``md`` depend on (see the module docstring)."""
+    source = md.read_text(encoding="utf-8")
+    nb = check_chapter(md)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    try:
+        modules = lib_closure(code, root)
+    except SyntaxError as err:
+        raise BuildError(
+            f"{md}: a code cell is not valid Python ({err.msg}, line {err.lineno})"
+        ) from None
+    pkg = root / PACKAGE
+    data = [f for f in sorted(pkg.rglob("*")) if f.is_file() and f.suffix not in (".py", ".pyc")]
+    extra = [root / n for n in ("pyproject.toml", "requirements.txt", "requirements-data.txt")]
+    h = hashlib.sha256()
+    h.update(source.encode())
+    for f in modules + data + extra:
+        if f.exists() and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    h.update((env if env is not None else environment_fingerprint()).encode())
+    h.update(f"scale={scale};device={device}".encode())
+    return h.hexdigest()
+
+
+def notebook_stamp(path: Path) -> str | None:
+    """The stamp stored in an executed notebook, or None (missing or unreadable)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["metadata"].get(STAMP_KEY)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Execution
+# ---------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
+    """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = check_chapter(md)
+    nb.metadata[STAMP_KEY] = stamp
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(root)}}
+    )
+    client.execute()
+    _atomic_write(out, nbformat.writes(nb))
+
+
+def _worker_env(root: Path, scale: str, device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    path = [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env.update(
+        BOOK_SCALE=scale,
+        BOOK_DEVICE=device,
+        BOOK_QUIET="1",
+        PYTHONPATH=os.pathsep.join(path),
+        # one thread per worker: workers share the cores instead of oversubscribing them
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+    )
+    return env
+
+
+def _durations_path(out_dir: Path) -> Path:
+    return out_dir / "durations.json"
+
+
+def execute(
+    out_dir: Path,
+    scale: str,
+    device: str,
+    root: Path = ROOT,
+    only: list[str] | None = None,
+    workers: int | None = None,
+    log=print,
+) -> dict[str, str]:
+    """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
+
+    ``only``: chapter stems or prefixes (``"07"``) to consider; the others are left as
+    they are. Raises :class:`BuildError` naming every chapter whose execution failed.
+    """
+    from filelock import FileLock
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out_dir / ".lock")):
+        env_fp = environment_fingerprint()
+        todo, status = [], {}
+        for md in chapters(root):
+            if only and not any(md.stem == o or md.stem.startswith(o) for o in only):
+                continue
+            stamp = chapter_stamp(md, scale, device, root, env=env_fp)
+            out = out_dir / f"{md.stem}.ipynb"
+            if notebook_stamp(out) == stamp:
+                status[md.stem] = "up to date"
+            else:
+                todo.append((md, out, stamp))
+        if only and not status and not todo:
+            raise BuildError(
+                f"no chapter matches {only}; chapters are {[m.stem for m in chapters(root)]}"
             )
+        durations = {}
+        if _durations_path(out_dir).exists():
+            durations = json.loads(_durations_path(out_dir).read_text())
+        todo.sort(key=lambda t: -durations.get(t[0].stem, 0.0))  # longest first
+        n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+        if todo:
+            log(
+                f"executing {len(todo)} chapter(s) at BOOK_SCALE={scale} on {device}, {n} at a time"
+            )
+        procs: dict[str, subprocess.Popen] = {}
+        failed: dict[str, str] = {}
+
+        def run(item):
+            md, out, stamp = item
+            t0 = time.perf_counter()
+            cmd = [sys.executable, "-m", "lib.booktools", "_run", str(md), str(out), stamp,
+                   "--root", str(root)]  # fmt: skip
+            # The worker runs this file's package (cwd: its checkout); the kernel runs in
+            # ``root`` with ``root`` first on its path, so a chapter imports root's lib.
+            p = subprocess.Popen(
+                cmd, env=_worker_env(root, scale, device), cwd=ROOT, start_new_session=True,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            procs[md.stem] = p
+            text, _ = p.communicate()
+            dt = time.perf_counter() - t0
+            if p.returncode != 0:
+                text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the kernel's colours
+                log_file = out_dir / f"{md.stem}.log"
+                _atomic_write(log_file, text)
+                last = text.strip().splitlines()[-1] if text.strip() else f"exit {p.returncode}"
+                failed[md.stem] = f"{last} (traceback in {log_file})"
+                log(f"  FAILED {md.stem} after {dt:.0f} s")
+            else:
+                durations[md.stem] = dt
+                status[md.stem] = "executed"
+                log(f"  {md.stem}: {dt:.0f} s")
+
+        pool = ThreadPoolExecutor(n)
+        try:
+            list(pool.map(run, todo))
+        except KeyboardInterrupt:
+            for p in procs.values():
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGTERM)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
+        _atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
+        if failed:
+            lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
+            raise BuildError(
+                f"{len(failed)} chapter(s) failed to execute (run `make chapter CH=NN` to "
+                f"rerun one):\n{lines}"
+            )
+        return status
+
+
+def _run_child(md: str, out: str, stamp: str, root: str) -> int:
+    """One worker: execute one chapter; SIGTERM shuts the kernel down before exiting."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        execute_one(Path(md), Path(out), stamp, Path(root))
+    except KeyboardInterrupt:
+        print(f"{Path(md).stem}: interrupted")
+        return 130
+    except Exception as err:  # the cell's error, with its traceback, names the cause
+        text = str(err)
+        print(text)
+        tail = [ln for ln in text.splitlines() if ln.strip()]
+        print(tail[-1] if tail else type(err).__name__)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Staging and the Sphinx build
+# ---------------------------------------------------------------------------
+
+
+def _copy_if_changed(src: Path, dst: Path) -> bool:
+    if dst.exists() and dst.read_bytes() == src.read_bytes():
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dst)
+    return True
+
+
+def stage(executed: Path, out: Path, root: Path = ROOT, partial: bool = False) -> Path:
+    """A copy of the book whose chapters are the executed notebooks, with execution off.
+
+    Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
+    notebooks were executed again. With ``partial`` (``make chapter``), a chapter never
+    executed is staged as its source, a page without outputs, and said so.
+    """
+    config = (root / "_config.yml").read_text()
+    if 'execute_notebooks: "off"' not in config:
+        raise BuildError(
+            "_config.yml must set 'execute_notebooks: \"off\"': chapters are executed by "
+            "lib.booktools, never by jupyter-book"
         )
-    elif cmd == "convert":
-        for p in convert(Path(args[0])):
-            print(f"converted {p}")
-    elif cmd == "stage":
-        print(f"staged {stage(Path(args[0]), Path(args[1]))}")
-    else:
-        print(f"unknown command {cmd!r}; use stamp, convert or stage", file=sys.stderr)
+    for name in BOOK_FILES:
+        if (root / name).exists():
+            _copy_if_changed(root / name, out / name)
+    wanted = set()
+    for md in chapters(root):
+        nb = executed / f"{md.stem}.ipynb"
+        if not nb.exists() and partial:
+            print(f"{md.stem} is not executed yet: its page shows the code without outputs")
+            nb = md
+        elif not nb.exists():
+            raise BuildError(f"{nb} does not exist: execute chapter {md.stem} first")
+        else:
+            cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+            code = [c for c in cells if c["cell_type"] == "code" and c["source"]]
+            if not any(c.get("outputs") for c in code):
+                raise BuildError(f"{nb} has no outputs: it was never executed")
+        _copy_if_changed(nb, out / "chapters" / nb.name)
+        wanted.add(nb.name)
+    for old in (out / "chapters").glob("*"):
+        if old.name not in wanted:
+            old.unlink()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError, get_device, get_scale, scale_warning
+
+    ap = argparse.ArgumentParser(prog="python -m lib.booktools", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("execute", help="execute the stale chapters")
+    ex.add_argument("out", type=Path)
+    ex.add_argument("--only", nargs="*", default=None, help="chapter numbers or stems")
+    ex.add_argument("--workers", type=int, default=None)
+    ex.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    cv = sub.add_parser("convert", help="write every chapter as .ipynb")
+    cv.add_argument("out", type=Path)
+    st = sub.add_parser("stage", help="stage executed notebooks as a book")
+    st.add_argument("executed", type=Path)
+    st.add_argument("out", type=Path)
+    st.add_argument("--partial", action="store_true", help="stage unexecuted chapters as source")
+    st.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    rc = sub.add_parser("_run")
+    for a in ("md", "out", "stamp"):
+        rc.add_argument(a)
+    rc.add_argument("--root", default=str(ROOT))
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "_run":
+            return _run_child(args.md, args.out, args.stamp, args.root)
+        if args.cmd == "execute":
+            scale, device = get_scale(), get_device()
+            warning = scale_warning(scale, device)
+            if warning:
+                print(warning, file=sys.stderr)
+            device = str(device)
+            status = execute(
+                args.out, scale, device, args.root, only=args.only or None, workers=args.workers
+            )
+            fresh = sum(v == "up to date" for v in status.values())
+            print(f"{len(status)} chapter(s) ready in {args.out} ({fresh} up to date)")
+        elif args.cmd == "convert":
+            for p in convert(args.out):
+                print(f"converted {p}")
+        elif args.cmd == "stage":
+            print(f"staged {stage(args.executed, args.out, args.root, partial=args.partial)}")
+    except (ConfigError, BuildError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(
+            "interrupted: nothing half-written was kept; run the same command again",
+            file=sys.stderr,
+        )
+        return 130
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

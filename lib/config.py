@@ -37,17 +37,44 @@ def get_scale() -> str:
 
 
 def get_device() -> torch.device:
-    """``BOOK_DEVICE`` if set, else ``cuda`` when available, else ``cpu``."""
+    """``BOOK_DEVICE`` if set, else ``cuda`` when available, else ``cpu``.
+
+    Only devices that work here are accepted: ``cpu``, or ``cuda``/``cuda:N`` with a GPU
+    present and N below the number of GPUs. Anything else is refused before any work
+    starts, with a message that names the problem and the fix.
+    """
     raw = os.environ.get("BOOK_DEVICE", "").strip()
-    if raw:
-        try:
-            dev = torch.device(raw)
-        except RuntimeError as err:
-            raise ConfigError(f"BOOK_DEVICE={raw!r} is not a torch device ({err})") from err
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError(f"BOOK_DEVICE={raw!r} but CUDA is not available on this machine")
+    if not raw:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    fix = "set BOOK_DEVICE=cpu, or unset it to choose automatically"
+    try:
+        dev = torch.device(raw)
+    except RuntimeError:
+        raise ConfigError(f"BOOK_DEVICE={raw!r} is not a device name; {fix}") from None
+    if dev.type == "cpu":
         return dev
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type != "cuda":
+        raise ConfigError(f"BOOK_DEVICE={raw!r}: the book runs on cpu or cuda only; {fix}")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        raise ConfigError(f"BOOK_DEVICE={raw!r} but this machine has no CUDA GPU; {fix}")
+    if dev.index is not None and dev.index >= n:
+        raise ConfigError(
+            f"BOOK_DEVICE={raw!r} but this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}; {fix}"
+        )
+    return dev
+
+
+def scale_warning(scale: str, device: torch.device) -> str | None:
+    """A warning when the scale does not fit the device (``paper`` is sized for a GPU)."""
+    if scale == "paper" and device.type == "cpu":
+        return (
+            "warning: BOOK_SCALE=paper on the CPU. Paper scale is sized for a GPU: its runs "
+            "are one to two orders of magnitude longer than book scale (at most 10 minutes a "
+            "chapter on 2 cores), so expect hours to days per chapter. Use BOOK_SCALE=book "
+            "on a laptop."
+        )
+    return None
 
 
 def quiet() -> bool:
@@ -243,6 +270,7 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "04_attention_flow": {
         # 1-layer attention (no LayerNorm, no MLP, readout at the last token) on T3.
+        # cos_target: the cosine with the true gradient we ask of a "leading term".
         "ci": dict(
             t3_reps=1,
             d_model=32,
@@ -255,6 +283,7 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             gd_clip=0.01,
             gd_logs=25,
             delta=0.1,
+            cos_target=0.99,
             scale_factors=(1.0, 0.5, 0.25),
         ),
         "book": dict(
@@ -269,6 +298,7 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             gd_clip=0.01,
             gd_logs=35,
             delta=0.1,
+            cos_target=0.99,
             scale_factors=(1.0, 0.5, 0.25, 0.125),
         ),
         "paper": dict(
@@ -283,73 +313,75 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             gd_clip=0.01,
             gd_logs=60,
             delta=0.1,
+            cos_target=0.99,
             scale_factors=(1.0, 0.5, 0.25, 0.125),
         ),
     },
     "02_context_staircase": {
-        # T3 without noise keys; Emb-MLP (SiLU) and 1-/2-layer attention, all with d = 128.
+        # The gated-parity-bit task (lib.tasks.gated_parity_bits): Emb-MLP (SiLU) and a
+        # 1-layer attention + MLP model, d = 128, full-batch Adam at lr 1e-2 (issue 12).
         "ci": dict(
-            t3_reps=1,
+            n_keys=12,
+            n_keys_three=12,
+            h_weights=(3, 2),
             d_model=128,
             d_hidden=128,
-            d_head=32,
-            seeds=(0, 1),
-            n_logs=30,
+            seeds=(0, 1, 2),
+            n_logs=36,
+            floor_samples=2000,
             grad_gammas=(1.0, 0.8, 0.5, 0.3),
             gamma_small=1.0,
-            gamma_large_mlp=0.3,
+            gamma_large=0.3,
             gamma_large_attn=0.5,
-            sweep_gammas=(0.3, 0.5, 1.0),
-            adam_lr=3e-3,
-            batch_size=256,
-            mlp_steps=600,
-            gd_lr=2.0,
-            gd_clip=0.1,
-            gd_steps=200,
-            tf1_steps=150,
-            tf2_steps=200,
+            sweep_gammas=(0.3, 0.5, 0.75, 1.0),
+            lr=1e-2,
+            qk_rate=0.1,
+            two_steps=600,
+            attn_steps=500,
+            three_steps=900,
+            three_gammas=(1.0,),
         ),
         "book": dict(
-            t3_reps=1,
+            n_keys=12,
+            n_keys_three=12,
+            h_weights=(3, 2),
             d_model=128,
             d_hidden=128,
-            d_head=32,
-            seeds=(0, 1, 2),
-            n_logs=40,
-            grad_gammas=(1.0, 0.8, 0.5, 0.3),
-            gamma_small=1.0,
-            gamma_large_mlp=0.3,
-            gamma_large_attn=0.5,
-            sweep_gammas=(0.3, 0.4, 0.5, 0.6, 0.75, 1.0),
-            adam_lr=3e-3,
-            batch_size=256,
-            mlp_steps=1200,
-            gd_lr=2.0,
-            gd_clip=0.1,
-            gd_steps=600,
-            tf1_steps=600,
-            tf2_steps=1500,
-        ),
-        "paper": dict(
-            t3_reps=4,
-            d_model=256,
-            d_hidden=512,
-            d_head=64,
             seeds=(0, 1, 2, 3, 4),
-            n_logs=60,
+            n_logs=48,
+            floor_samples=4000,
             grad_gammas=(1.0, 0.8, 0.5, 0.3),
             gamma_small=1.0,
-            gamma_large_mlp=0.3,
+            gamma_large=0.3,
             gamma_large_attn=0.5,
             sweep_gammas=(0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.25),
-            adam_lr=1e-3,
-            batch_size=512,
-            mlp_steps=20000,
-            gd_lr=2.0,
-            gd_clip=0.1,
-            gd_steps=20000,
-            tf1_steps=20000,
-            tf2_steps=30000,
+            lr=1e-2,
+            qk_rate=0.1,
+            two_steps=1000,
+            attn_steps=800,
+            three_steps=1200,
+            three_gammas=(1.0, 0.3),
+        ),
+        "paper": dict(
+            n_keys=24,
+            n_keys_three=24,
+            h_weights=(3, 2),
+            d_model=256,
+            d_hidden=512,
+            seeds=(0, 1, 2, 3, 4, 5, 6, 7),
+            n_logs=60,
+            floor_samples=4000,
+            grad_gammas=(1.0, 0.8, 0.5, 0.3),
+            gamma_small=1.0,
+            gamma_large=0.3,
+            gamma_large_attn=0.5,
+            sweep_gammas=(0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.25, 1.5),
+            lr=1e-2,
+            qk_rate=0.1,
+            two_steps=4000,
+            attn_steps=4000,
+            three_steps=6000,
+            three_gammas=(1.0, 0.3),
         ),
     },
     "05_real_language_models": {

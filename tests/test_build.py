@@ -1,0 +1,233 @@
+"""The build pipeline on a toy two-chapter book in a temporary folder.
+
+Each test is a defect the pipeline once had: a `lib/` edit or a scale change that left
+stale outputs in the HTML, one edit that re-executed every chapter, an interrupt that
+left the run half-done, two runs in one checkout that clobbered each other, a stage of
+notebooks that were never executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lib import booktools
+
+PROJECT = Path(__file__).resolve().parent.parent
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+CHAPTER_A = """
+# A
+
+```{code-cell} ipython3
+import os
+from lib.a import VALUE
+print("value", VALUE, "scale", os.environ["BOOK_SCALE"])
+```
+"""
+CHAPTER_B = """
+# B
+
+```{code-cell} ipython3
+import os, time
+from lib import b
+time.sleep(float(os.environ.get("TOY_SLEEP", "0")))
+print("word", b.WORD)
+```
+"""
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "_config.yml").write_text(
+        'title: Toy\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: "off"\n'
+    )
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: index\nchapters:\n  - file: chapters/01_a\n  - file: chapters/02_b\n"
+    )
+    (tmp_path / "index.md").write_text("# Toy\n\nA toy book.\n")
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "a.py").write_text("VALUE = 1\n")
+    (tmp_path / "lib" / "b.py").write_text('WORD = "first"\n')
+    (tmp_path / "chapters" / "01_a.md").write_text(HEADER + CHAPTER_A)
+    (tmp_path / "chapters" / "02_b.md").write_text(HEADER + CHAPTER_B)
+    return tmp_path
+
+
+def _cli(toy: Path, *args: str, env=None, **kw) -> subprocess.Popen:
+    full = {**os.environ, "BOOK_SCALE": "ci", "BOOK_DEVICE": "cpu", **(env or {})}
+    cmd = [sys.executable, "-m", "lib.booktools", *args]
+    return subprocess.Popen(cmd, cwd=PROJECT, env=full, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, **kw)  # fmt: skip
+
+
+def _run(toy: Path, *args: str, env=None) -> str:
+    p = _cli(toy, *args, env=env)
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0, out
+    return out
+
+
+def _execute(toy: Path, env=None) -> str:
+    return _run(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), env=env)
+
+
+def _html(toy: Path, env=None) -> dict[str, str]:
+    """Execute, stage and build the toy book as `make book` does; return page texts."""
+    _execute(toy, env=env)
+    _run(
+        toy,
+        "stage",
+        str(toy / "build" / "executed"),
+        str(toy / "build" / "book"),
+        "--root",
+        str(toy),
+    )
+    jb = Path(sys.executable).with_name("jupyter-book")
+    subprocess.run([str(jb), "build", str(toy / "build" / "book"), "--path-output", str(toy)],
+                   check=True, capture_output=True, cwd=toy)  # fmt: skip
+    pages = toy / "_build" / "html" / "chapters"
+    return {p.stem: p.read_text() for p in pages.glob("*.html")}
+
+
+def _statuses(out: str) -> str:
+    return " ".join(
+        line.strip().split(":")[0] for line in out.splitlines() if line.startswith("  ")
+    )
+
+
+def test_a_lib_edit_reexecutes_only_the_chapters_that_import_it_and_the_html_shows_it(toy):
+    pages = _html(toy)
+    assert "value 1" in pages["01_a"] and "word first" in pages["02_b"]
+    (toy / "lib" / "a.py").write_text("VALUE = 2\n")
+    out = _execute(toy)
+    assert _statuses(out) == "01_a", out  # 02_b does not import lib.a
+    pages = _html(toy)
+    assert "value 2" in pages["01_a"] and "value 1" not in pages["01_a"]
+
+
+def test_a_scale_change_shows_the_new_scale(toy):
+    assert "scale ci" in _html(toy)["01_a"]
+    pages = _html(toy, env={"BOOK_SCALE": "book"})
+    assert "scale book" in pages["01_a"] and "scale ci" not in pages["01_a"]
+
+
+def test_stamps_track_data_files_versions_scale_and_device(toy):
+    md = toy / "chapters" / "01_a.md"
+    s = booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s == booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s != booktools.chapter_stamp(md, "book", "cpu", toy, env="e1")
+    assert s != booktools.chapter_stamp(md, "ci", "cuda:0", toy, env="e1")
+    assert s != booktools.chapter_stamp(md, "ci", "cpu", toy, env="e2")  # a package version
+    (toy / "lib" / "table.csv").write_text("1,2\n")  # a non-.py file in lib/
+    assert s != booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    # lib.b is not imported by chapter A: editing it leaves A's stamp alone
+    s = booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    (toy / "lib" / "b.py").write_text('WORD = "second"\n')
+    assert s == booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+
+
+def test_transitive_imports_are_followed(toy):
+    (toy / "lib" / "a.py").write_text("from .c import X\nVALUE = X\n")
+    (toy / "lib" / "c.py").write_text("X = 3\n")
+    code = "from lib.a import VALUE\n"
+    assert [p.name for p in booktools.lib_closure(code, toy)] == ["__init__.py", "a.py", "c.py"]
+
+
+def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(toy):
+    p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
+             env={"TOY_SLEEP": "60"})  # fmt: skip
+    deadline = time.time() + 60
+    while not (toy / "build" / "executed" / "01_a.ipynb").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)  # chapter B is now sleeping in its kernel
+    t0 = time.time()
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 130 and time.time() - t0 < 20, out
+    assert "interrupted" in out
+    assert not (toy / "build" / "executed" / "02_b.ipynb").exists()
+    assert not list((toy / "build" / "executed").glob(".*.tmp"))
+    out = _execute(toy)
+    assert _statuses(out) == "02_b", out
+
+
+def test_two_concurrent_runs_both_finish_and_agree(toy):
+    ps = [
+        _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy)) for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in ps]
+    assert all(p.returncode == 0 for p in ps), outs
+    # They took turns: one executed both chapters, the other found them up to date.
+    assert sorted(o.count("up to date)") and "(2 up to date)" in o for o in outs) == [False, True]
+    for nb in (toy / "build" / "executed").glob("*.ipynb"):
+        assert json.loads(nb.read_text())["metadata"][booktools.STAMP_KEY]
+
+
+def test_stage_refuses_a_notebook_without_outputs_and_names_it(toy, tmp_path):
+    executed = tmp_path / "never_run"
+    booktools.convert(executed, root=toy)
+    with pytest.raises(booktools.BuildError, match="01_a.ipynb has no outputs"):
+        booktools.stage(executed, tmp_path / "staged", root=toy)
+
+
+def test_a_failing_chapter_is_named_in_one_line(toy):
+    (toy / "chapters" / "02_b.md").write_text(HEADER + "\n```{code-cell} ipython3\n1 / 0\n```\n")
+    p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy))
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 2
+    assert "error: 1 chapter(s) failed" in out and "02_b: ZeroDivisionError" in out
+
+
+def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path):
+    """nbclient swallows SIGINT and nbmake would go on to the next chapter; the project's
+    conftest.py makes the session stop once the interrupted chapter has ended."""
+    import nbformat
+
+    for i in (1, 2):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"import time\ntime.sleep(30)\nprint('done {i}')")]
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
+        nbformat.write(nb, tmp_path / f"nb{i}.ipynb")
+    (tmp_path / "conftest.py").write_text((PROJECT / "conftest.py").read_text())
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--nbmake",
+        "nb1.ipynb",
+        "nb2.ipynb",
+    ]
+    p = subprocess.Popen(cmd, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    time.sleep(8)  # the kernel has started and nb1 is sleeping
+    t0 = time.time()
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert time.time() - t0 < 20, out
+    assert p.returncode == 2 and "Interrupted" in out, out
+    assert "nb2.ipynb" not in out.split("Interrupted")[0].split("nb1.ipynb F")[-1], out
