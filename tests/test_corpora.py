@@ -32,7 +32,7 @@ def test_pinned_hashes_and_sizes(shakespeare, kjv):
     assert len(shakespeare.text) == C.SHAKESPEARE_CHARS == 4_958_198
     assert len(shakespeare.documents) == 38
     assert kjv.sha256 == C.KJV_SHA256
-    assert len(kjv.text) == C.KJV_CHARS == 4_137_451  # as measured in anchors_and_data.md
+    assert len(kjv.text) == C.KJV_CHARS == 4_137_451  # measured once, when the hash was pinned
     assert len(kjv.documents) == 66
     for corpus in (shakespeare, kjv):
         assert hashlib.sha256(corpus.text.encode("utf-8")).hexdigest() == corpus.sha256
@@ -143,8 +143,9 @@ def test_train_bpe_round_trip_and_cache(tmp_path, kjv_split):
     text = train[:400_000]
     tok = C.train_bpe(text, 400, cache_dir=tmp_path)
     assert not tok.from_cache
-    expected = tmp_path / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}_v400.json"
+    expected = C.bpe_cache_path(text, 400, tmp_path)
     assert tok.path == expected and expected.is_file()
+    assert expected.stat().st_mode & 0o777 == 0o644  # readable by all, not mkstemp's 0600
     assert tok.vocab_size == 400
     for sample in (text[:20_000], val, "Odd input: héllo — Ω 🌍\n\n  tabs\t!"):
         ids = tok.encode(sample)
@@ -179,3 +180,23 @@ def test_bpe_chunked_encode_equals_single_call(tmp_path, shakespeare):
 def test_default_bpe_cache_location():
     assert C.DEFAULT_BPE_CACHE == C.REPO_ROOT / ".cache" / "bpe"
     assert (C.REPO_ROOT / "lib" / "corpora.py").is_file()
+
+
+def test_bpe_cache_key_holds_every_trainer_setting(tmp_path, monkeypatch):
+    text = "to be or not to be\nthat is the question\n" * 200
+    first = C.train_bpe(text, 280, cache_dir=tmp_path)
+    assert C.train_bpe(text, 280, cache_dir=tmp_path).from_cache
+    settings = C.bpe_settings
+    # A new tokenizers version (or any changed setting) is another key: it retrains.
+    monkeypatch.setattr(C, "bpe_settings", lambda v: {**settings(v), "tokenizers": "99.0"})
+    again = C.train_bpe(text, 280, cache_dir=tmp_path)
+    assert not again.from_cache and again.path != first.path
+
+
+def test_a_truncated_bpe_cache_file_is_named_and_rebuilt(tmp_path, capsys):
+    text = "to be or not to be\nthat is the question\n" * 200
+    path = C.train_bpe(text, 280, cache_dir=tmp_path).path
+    path.write_text(path.read_text()[:100])
+    tok = C.train_bpe(text, 280, cache_dir=tmp_path)
+    assert not tok.from_cache and str(path) in capsys.readouterr().out
+    assert C.train_bpe(text, 280, cache_dir=tmp_path).from_cache

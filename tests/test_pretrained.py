@@ -45,3 +45,11 @@ def test_tokenizer_round_trip(smollm2):
     assert tok.decode(enc.ids) == text
     assert "Ġquestion" in enc.tokens  # common words are single tokens
     assert enc.tokens[-4:] == ["1", "6", "0", "3"]  # digits are split one by one
+
+
+def test_the_model_file_is_hash_checked(monkeypatch):
+    import lib.pretrained as P
+
+    monkeypatch.setattr(P, "SMOLLM2_SHA256", "0" * 64)
+    with pytest.raises(P.ModelHashError, match="force-reinstall"):
+        P.load_smollm2()
