@@ -78,6 +78,7 @@ _strict:
 
 bench: $(STAMP)
 	$(BIN)/python -m lib.bench
+	$(LOCK) $(BIN)/python -m lib.bench --build
 
 clean:
 	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock

@@ -13,12 +13,22 @@ A last line times one batched small-initialization run (gamma = 1) on modular ad
 with denormal floats flushed to zero, as the book does (``lib/__init__.py``), against the
 same run computing with denormals.
 
+With ``--build`` it times the book's build instead (``python -m lib.bench --build``), at
+``BOOK_SCALE=ci`` in temporary folders:
+
+* serial against parallel: every chapter one after another with torch free to use every
+  core (the old build), against :func:`lib.booktools.execute`'s parallel workers, one
+  torch thread each;
+* busy against quiet: the parallel run again while another process keeps one core
+  busy, chapter by chapter.
+
 Speed is measured here, as ratios, and never in a timed test.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -165,13 +175,64 @@ def run_denormal(K=8, steps=1500):
     return times[True], times[False]
 
 
+def run_build(scale: str = "ci"):
+    """Wall seconds of every chapter executed serially (torch free to use every core) and
+    in parallel (one worker per core, one thread each), and per-chapter seconds of the
+    parallel run, quiet and with another process keeping one core busy."""
+    import tempfile
+    from pathlib import Path
+
+    from . import booktools
+    from .config import get_device
+
+    device = str(get_device())
+    silent = lambda *a: None  # noqa: E731
+    wall, per_chapter = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = (("serial", dict(workers=1, threads=None)), ("parallel", {}), ("busy", {}))
+        for name, kw in runs:
+            hog = (
+                subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                if name == "busy"
+                else None
+            )
+            try:
+                t0 = time.perf_counter()
+                booktools.execute(Path(tmp) / name, scale, device, log=silent, **kw)
+                wall[name] = time.perf_counter() - t0
+            finally:
+                if hog is not None:
+                    hog.kill()
+            per_chapter[name] = json.loads((Path(tmp) / name / "durations.json").read_text())
+    return wall, per_chapter
+
+
+def main_build(scale: str) -> None:
+    wall, per = run_build(scale)
+    print(f"book build at BOOK_SCALE={scale}, {os.cpu_count()} cores")
+    print(f"{'chapter':<28}{'serial s':>10}{'parallel s':>12}{'busy s':>9}{'busy/quiet':>12}")
+    for ch in sorted(per["parallel"]):
+        q, b = per["parallel"][ch], per["busy"][ch]
+        print(f"{ch:<28}{per['serial'][ch]:>10.0f}{q:>12.0f}{b:>9.0f}{b / q:>11.2f}x")
+    worst = max(per["busy"][c] / per["parallel"][c] for c in per["parallel"])
+    print(
+        f"all chapters: serial {wall['serial']:.0f} s, parallel {wall['parallel']:.0f} s, "
+        f"serial/parallel {wall['serial'] / wall['parallel']:.2f}x; with one core busy "
+        f"{wall['busy']:.0f} s, worst chapter busy/quiet {worst:.2f}x"
+    )
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", action="store_true", help="time the book's build instead")
+    ap.add_argument("--scale", default="ci", help="scale of the build benchmark")
     ap.add_argument("--K", type=int, default=16)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--d", type=int, default=32)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args(argv)
+    if args.build:
+        return main_build(args.scale)
     rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch)
     print(
         f"K={args.K} instances, {args.steps} Adam steps, d={args.d}, batch={args.batch}, "

@@ -212,19 +212,19 @@ def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
     _atomic_write(out, nbformat.writes(nb))
 
 
-def _worker_env(root: Path, scale: str, device: str) -> dict[str, str]:
+def _worker_env(root: Path, scale: str, device: str, threads: int | None = 1) -> dict[str, str]:
     env = dict(os.environ)
     path = [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env.update(
-        BOOK_SCALE=scale,
-        BOOK_DEVICE=device,
-        BOOK_QUIET="1",
-        PYTHONPATH=os.pathsep.join(path),
-        # one thread per worker: workers share the cores instead of oversubscribing them
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-        OPENBLAS_NUM_THREADS="1",
+        BOOK_SCALE=scale, BOOK_DEVICE=device, BOOK_QUIET="1", PYTHONPATH=os.pathsep.join(path)
     )
+    if threads:  # workers share the cores instead of oversubscribing them
+        env.update(
+            {
+                v: str(threads)
+                for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+            }
+        )
     return env
 
 
@@ -239,12 +239,14 @@ def execute(
     root: Path = ROOT,
     only: list[str] | None = None,
     workers: int | None = None,
+    threads: int | None = 1,
     log=print,
 ) -> dict[str, str]:
     """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
 
     ``only``: chapter stems or prefixes (``"07"``) to consider; the others are left as
-    they are. Raises :class:`BuildError` naming every chapter whose execution failed.
+    they are. ``workers``: chapters at a time (default: one per core); ``threads``: torch
+    threads per worker (``None``: torch's default, every core). Raises :class:`BuildError` naming every chapter whose execution failed.
     """
     from filelock import FileLock
 
@@ -285,7 +287,7 @@ def execute(
             # The worker runs this file's package (cwd: its checkout); the kernel runs in
             # ``root`` with ``root`` first on its path, so a chapter imports root's lib.
             p = subprocess.Popen(
-                cmd, env=_worker_env(root, scale, device), cwd=ROOT, start_new_session=True,
+                cmd, env=_worker_env(root, scale, device, threads), cwd=ROOT, start_new_session=True,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             procs[md.stem] = p
