@@ -1,7 +1,8 @@
 # The Order of Learning: build the book, run the tests.
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
-#   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build
+#   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build,
+#                       and every page opened offline in headless chromium
 #   make bench          batched vs sequential training speed; parallel vs serial build
 # Both main targets create .venv and install what they need on first use. Every target that
 # writes build outputs holds one lock (.book.lock): two runs in one checkout take turns.
@@ -16,9 +17,10 @@ CI_BOOK := build/ci_book
 EXECUTED := build/executed
 STAGED := build/book
 LOCK := flock .book.lock
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export BOOK_QUIET := 1
 
-.PHONY: venv book chapter test lint format unit chapters strict bench clean _book _test _lint _chapters _strict
+.PHONY: venv book chapter test lint format unit chapters strict bench clean _book _test _lint _chapters _strict _pages
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,16 +42,16 @@ chapter: $(STAMP)
 
 _book:
 	$(BIN)/python -m lib.booktools execute $(EXECUTED) $(ONLY)
-	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) $(PARTIAL)
+	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) $(PARTIAL) --doctrees _build/.doctrees
 	$(BIN)/jupyter-book build $(STAGED) --path-output . -n --keep-going
 	@echo "The book is in _build/html/index.html"
 
 test: $(STAMP)
 	$(LOCK) $(MAKE) --no-print-directory _test
 
-_test: _lint unit _chapters _strict
+_test: _lint unit _chapters _strict _pages
 
-lint chapters strict: $(STAMP)
+lint chapters strict pages: $(STAMP)
 	$(LOCK) $(MAKE) --no-print-directory _$@
 
 _lint:
@@ -63,7 +65,7 @@ format: $(STAMP)
 	for f in chapters/*.md; do $(BIN)/jupytext --quiet --pipe "$(BIN)/ruff format --stdin-filename cell.py -" "$$f"; done
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --ignore=tests/pages
 
 _chapters:
 	rm -rf $(NB)
@@ -75,6 +77,14 @@ _strict:
 	test -d $(NB) || { echo "run 'make chapters' first: the strict build reuses its executed notebooks"; exit 1; }
 	$(BIN)/python -m lib.booktools stage $(NB) $(CI_BOOK)
 	$(BIN)/jupyter-book build $(CI_BOOK) -W -n --keep-going --all
+
+# The pages of the strict build, opened offline in Debian's headless chromium (installed
+# here when missing: the page test is never skipped).
+_pages:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		echo "installing Debian's chromium and chromium-driver for the page test"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver; }
+	BOOK_HTML=$(CI_BOOK)/_build/html $(BIN)/python -m pytest -q -p no:cacheprovider tests/pages
 
 bench: $(STAMP)
 	$(BIN)/python -m lib.bench

@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "lib"
 STAMP_KEY = "book_stamp"
-BOOK_FILES = ("_config.yml", "_toc.yml", "index.md", "references.bib")
+BOOK_FILES = ("_config.yml", "_toc.yml", "index.md", "references.bib", "_ext/book_ext.py")
 CELL_TIMEOUT = 1200  # seconds; a book-scale chapter runs in under 10 minutes
 
 
@@ -359,12 +359,47 @@ def _copy_if_changed(src: Path, dst: Path) -> bool:
     return True
 
 
-def stage(executed: Path, out: Path, root: Path = ROOT, partial: bool = False) -> Path:
+def mathjax_dir() -> Path:
+    """MathJax 3's ``es5`` folder inside the installed django-static-mathjax package.
+
+    Found without importing the package (it is a Django app; only its files are used).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("mathjax")
+    path = Path(spec.submodule_search_locations[0]) / "static" / "mathjax" / "es5" if spec else None
+    if path is None or not (path / "tex-chtml.js").is_file():
+        raise BuildError(
+            "MathJax is not installed, so the pages could not show math offline; "
+            "install it with: pip install django-static-mathjax==3.2.2.1"
+        )
+    return path
+
+
+def _stage_mathjax(dest: Path) -> None:
+    src = mathjax_dir()
+    if (
+        not (dest / "tex-chtml.js").is_file()
+        or (dest / "tex-chtml.js").read_bytes() != (src / "tex-chtml.js").read_bytes()
+    ):
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(src, dest)
+
+
+def stage(
+    executed: Path,
+    out: Path,
+    root: Path = ROOT,
+    partial: bool = False,
+    doctrees: Path | None = None,
+) -> Path:
     """A copy of the book whose chapters are the executed notebooks, with execution off.
 
     Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
     notebooks were executed again. With ``partial`` (``make chapter``), a chapter never
-    executed is staged as its source, a page without outputs, and said so.
+    executed is staged as its source, a page without outputs, and said so. When a
+    book-wide file changed (the config, the toc, the Sphinx extension), Sphinx's saved
+    environment ``doctrees`` is removed, so that every page is read again.
     """
     config = (root / "_config.yml").read_text()
     if 'execute_notebooks: "off"' not in config:
@@ -372,9 +407,12 @@ def stage(executed: Path, out: Path, root: Path = ROOT, partial: bool = False) -
             "_config.yml must set 'execute_notebooks: \"off\"': chapters are executed by "
             "lib.booktools, never by jupyter-book"
         )
-    for name in BOOK_FILES:
-        if (root / name).exists():
-            _copy_if_changed(root / name, out / name)
+    changed = [n for n in BOOK_FILES if (root / n).exists() and _copy_if_changed(root / n, out / n)]
+    if changed and doctrees is not None and doctrees.exists():
+        print(f"{', '.join(changed)} changed: every page is read again")
+        shutil.rmtree(doctrees)
+    shutil.rmtree(out / "_static" / "mathjax", ignore_errors=True)  # an earlier layout
+    _stage_mathjax(out / "_extra" / "mathjax")
     wanted = set()
     for md in chapters(root):
         nb = executed / f"{md.stem}.ipynb"
@@ -413,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("out", type=Path)
     st.add_argument("--partial", action="store_true", help="stage unexecuted chapters as source")
     st.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    st.add_argument("--doctrees", type=Path, default=None, help="Sphinx's saved environment")
     rc = sub.add_parser("_run")
     for a in ("md", "out", "stamp"):
         rc.add_argument(a)
@@ -436,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
             for p in convert(args.out):
                 print(f"converted {p}")
         elif args.cmd == "stage":
-            print(f"staged {stage(args.executed, args.out, args.root, partial=args.partial)}")
+            print(
+                f"staged {stage(args.executed, args.out, args.root, args.partial, args.doctrees)}"
+            )
     except (ConfigError, BuildError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
