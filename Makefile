@@ -20,7 +20,7 @@ LOCK := flock .book.lock
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export BOOK_QUIET := 1
 
-.PHONY: venv book chapter test lint format unit chapters strict bench clean _book _test _lint _chapters _strict _pages
+.PHONY: venv book chapter test lint format unit chapters strict pages bench clean _book _test _lint _chapters _strict _pages
 
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,7 +70,7 @@ unit: $(STAMP)
 _chapters:
 	rm -rf $(NB)
 	$(BIN)/python -m lib.booktools convert $(NB)
-	BOOK_SCALE=ci $(BIN)/python -m pytest -q --nbmake --nbmake-timeout=900 --overwrite \
+	BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(NB)/claims $(BIN)/python -m pytest -q --nbmake --nbmake-timeout=900 --overwrite \
 		-p no:cacheprovider --durations=0 $(NB)
 
 _strict:

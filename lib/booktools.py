@@ -232,6 +232,16 @@ def _durations_path(out_dir: Path) -> Path:
     return out_dir / "durations.json"
 
 
+REPORT_PREFIX = "99_"  # pages that gather what the chapters recorded: executed after them
+
+
+def _claims_digest(claims: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(claims.glob("*.json")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def execute(
     out_dir: Path,
     scale: str,
@@ -246,75 +256,55 @@ def execute(
 
     ``only``: chapter stems or prefixes (``"07"``) to consider; the others are left as
     they are. ``workers``: chapters at a time (default: one per core); ``threads``: torch
-    threads per worker (``None``: torch's default, every core). Raises :class:`BuildError` naming every chapter whose execution failed.
+    threads per worker (``None``: torch's default, every core). Chapters record their
+    claims in ``out_dir/claims``; a report page (stem ``99_...``) runs after the others,
+    and its stamp includes those claims. Raises :class:`BuildError` naming every chapter
+    whose execution failed.
     """
     from filelock import FileLock
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    claims = out_dir / "claims"
     with FileLock(str(out_dir / ".lock")):
         env_fp = environment_fingerprint()
-        todo, status = [], {}
-        for md in chapters(root):
-            if only and not any(md.stem == o or md.stem.startswith(o) for o in only):
-                continue
-            stamp = chapter_stamp(md, scale, device, root, env=env_fp)
-            out = out_dir / f"{md.stem}.ipynb"
-            if notebook_stamp(out) == stamp:
-                status[md.stem] = "up to date"
-            else:
-                todo.append((md, out, stamp))
-        if only and not status and not todo:
+        selected = [
+            md
+            for md in chapters(root)
+            if not only or any(md.stem == o or md.stem.startswith(o) for o in only)
+        ]
+        if only and not selected:
             raise BuildError(
                 f"no chapter matches {only}; chapters are {[m.stem for m in chapters(root)]}"
             )
         durations = {}
         if _durations_path(out_dir).exists():
             durations = json.loads(_durations_path(out_dir).read_text())
-        todo.sort(key=lambda t: -durations.get(t[0].stem, 0.0))  # longest first
-        n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-        if todo:
-            log(
-                f"executing {len(todo)} chapter(s) at BOOK_SCALE={scale} on {device}, {n} at a time"
-            )
-        procs: dict[str, subprocess.Popen] = {}
+        status: dict[str, str] = {}
         failed: dict[str, str] = {}
-
-        def run(item):
-            md, out, stamp = item
-            t0 = time.perf_counter()
-            cmd = [sys.executable, "-m", "lib.booktools", "_run", str(md), str(out), stamp,
-                   "--root", str(root)]  # fmt: skip
-            # The worker runs this file's package (cwd: its checkout); the kernel runs in
-            # ``root`` with ``root`` first on its path, so a chapter imports root's lib.
-            p = subprocess.Popen(
-                cmd, env=_worker_env(root, scale, device, threads), cwd=ROOT, start_new_session=True,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            )  # fmt: skip
-            procs[md.stem] = p
-            text, _ = p.communicate()
-            dt = time.perf_counter() - t0
-            if p.returncode != 0:
-                text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the kernel's colours
-                log_file = out_dir / f"{md.stem}.log"
-                _atomic_write(log_file, text)
-                last = text.strip().splitlines()[-1] if text.strip() else f"exit {p.returncode}"
-                failed[md.stem] = f"{last} (traceback in {log_file})"
-                log(f"  FAILED {md.stem} after {dt:.0f} s")
-            else:
-                durations[md.stem] = dt
-                status[md.stem] = "executed"
-                log(f"  {md.stem}: {dt:.0f} s")
-
-        pool = ThreadPoolExecutor(n)
-        try:
-            list(pool.map(run, todo))
-        except KeyboardInterrupt:
-            for p in procs.values():
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGTERM)
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown()
+        env = dict(_worker_env(root, scale, device, threads), BOOK_CLAIMS_DIR=str(claims))
+        for group in (
+            [m for m in selected if not m.stem.startswith(REPORT_PREFIX)],
+            [m for m in selected if m.stem.startswith(REPORT_PREFIX)],
+        ):
+            extra = (
+                ""
+                if not group or not group[0].stem.startswith(REPORT_PREFIX)
+                else _claims_digest(claims)
+            )
+            todo = []
+            for md in group:
+                stamp = chapter_stamp(md, scale, device, root, env=env_fp + extra)
+                out = out_dir / f"{md.stem}.ipynb"
+                if notebook_stamp(out) == stamp:
+                    status[md.stem] = "up to date"
+                else:
+                    todo.append((md, out, stamp))
+            todo.sort(key=lambda t: -durations.get(t[0].stem, 0.0))  # longest first
+            _run_pool(
+                todo, out_dir, env, root, workers, scale, device, durations, status, failed, log
+            )
+            if failed:
+                break
         _atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
         if failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
@@ -323,6 +313,52 @@ def execute(
                 f"rerun one):\n{lines}"
             )
         return status
+
+
+def _run_pool(todo, out_dir, env, root, workers, scale, device, durations, status, failed, log):
+    """Execute ``todo`` = [(md, out, stamp)], ``workers`` at a time, each in its own session."""
+    if not todo:
+        return
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    log(f"executing {len(todo)} chapter(s) at BOOK_SCALE={scale} on {device}, {n} at a time")
+    procs: dict[str, subprocess.Popen] = {}
+
+    def run(item):
+        md, out, stamp = item
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "lib.booktools", "_run", str(md), str(out), stamp,
+               "--root", str(root)]  # fmt: skip
+        # The worker runs this file's package (cwd: its checkout); the kernel runs in
+        # ``root`` with ``root`` first on its path, so a chapter imports root's lib.
+        p = subprocess.Popen(
+            cmd, env=env, cwd=ROOT, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        procs[md.stem] = p
+        text, _ = p.communicate()
+        dt = time.perf_counter() - t0
+        if p.returncode != 0:
+            text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the kernel's colours
+            log_file = out_dir / f"{md.stem}.log"
+            _atomic_write(log_file, text)
+            last = text.strip().splitlines()[-1] if text.strip() else f"exit {p.returncode}"
+            failed[md.stem] = f"{last} (traceback in {log_file})"
+            log(f"  FAILED {md.stem} after {dt:.0f} s")
+        else:
+            durations[md.stem] = dt
+            status[md.stem] = "executed"
+            log(f"  {md.stem}: {dt:.0f} s")
+
+    pool = ThreadPoolExecutor(n)
+    try:
+        list(pool.map(run, todo))
+    except KeyboardInterrupt:
+        for p in procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _run_child(md: str, out: str, stamp: str, root: str) -> int:

@@ -1,0 +1,157 @@
+"""The book's claims: each chapter checks and records them; the report page gathers them.
+
+A chapter ends with a :class:`Ledger`. Each :meth:`Ledger.check` states one claim of the
+chapter, the section that shows it, its honesty label, the chapter's own verdict, and
+the measured evidence: whether the claim held in each seed, and the number that was
+measured (per seed). The status is then *computed* from the evidence by one rule
+(:func:`status`), and ``check`` asserts that it equals the chapter's verdict, so a page
+can only say "reproduced" while its numbers do. :meth:`Ledger.save` writes the claims as
+JSON into ``BOOK_CLAIMS_DIR``, from which the reproduction report builds its table and
+fails when a chapter's claims are missing.
+
+The status rule: a claim that held in every seed is *reproduced* (a claim labelled NEW:
+a *new result*); one that held in some seeds but not all, or only on the seed mean, is
+*partly* reproduced; one that held in no seed is *not reproduced*.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
+STATUSES = ("reproduced", "partly", "not reproduced", "new result")
+ENV = "BOOK_CLAIMS_DIR"
+
+
+class ClaimError(AssertionError):
+    """A claim whose computed status differs from the chapter's verdict, or a bad record."""
+
+
+def status(label: str, holds: Sequence[bool]) -> str:
+    """The status of a claim from whether it held in each seed (the rule above)."""
+    if label not in LABELS:
+        raise ClaimError(f"unknown label {label!r}; use one of {sorted(LABELS)}")
+    h = [bool(x) for x in holds]
+    if not h:
+        raise ClaimError("a claim needs evidence: at least one seed")
+    if all(h):
+        return "new result" if label == "new" else "reproduced"
+    return "partly" if any(h) else "not reproduced"
+
+
+def claims_dir() -> Path:
+    """Where chapters write their claims: ``BOOK_CLAIMS_DIR``, else ``build/claims``."""
+    raw = os.environ.get(ENV, "").strip()
+    return Path(raw) if raw else Path(__file__).resolve().parent.parent / "build" / "claims"
+
+
+def _finite(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+@dataclass
+class Claim:
+    id: str
+    chapter: str
+    text: str
+    label: str
+    section: str
+    verdict: str
+    holds: list[bool]
+    values: list[float | None] = field(default_factory=list)
+    unit: str = ""
+
+    @property
+    def status(self) -> str:
+        return status(self.label, self.holds)
+
+    def summary(self) -> str:
+        """The measured number with its spread over seeds, e.g. ``0.81 [0.74, 0.86]``."""
+        v = [x for x in self.values if x is not None]
+        if not v:
+            return ""
+        fmt = (lambda x: f"{x:.3g}") if max(abs(x) for x in v) < 1e4 else (lambda x: f"{x:.3e}")
+        unit = f" {self.unit}" if self.unit else ""
+        if len(v) == 1:
+            return fmt(v[0]) + unit
+        return f"{fmt(float(np.mean(v)))} [{fmt(min(v))}, {fmt(max(v))}]{unit}"
+
+
+class Ledger:
+    """The claims one chapter checks, in order."""
+
+    def __init__(self, chapter: str):
+        self.chapter = chapter
+        self.claims: list[Claim] = []
+
+    def check(
+        self,
+        id: str,
+        text: str,
+        *,
+        label: str,
+        section: str,
+        verdict: str,
+        holds,
+        values=(),
+        unit: str = "",
+    ) -> Claim:
+        """Record a claim and assert that its computed status is ``verdict``.
+
+        ``holds``: whether the claim held, one bool per seed (or a single bool);
+        ``values``: the measured number behind it, per seed (or one number);
+        ``section``: the MyST label of the section that shows it.
+        """
+        if verdict not in STATUSES:
+            raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES}")
+        if any(c.id == id for c in self.claims):
+            raise ClaimError(f"{self.chapter}: claim {id!r} is checked twice")
+        holds = [bool(x) for x in np.atleast_1d(np.asarray(holds, dtype=bool))]
+        vals = [_finite(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
+        claim = Claim(id, self.chapter, text, label, section, verdict, holds, vals, unit)
+        if claim.status != verdict:
+            raise ClaimError(
+                f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
+                f"(held in {sum(holds)} of {len(holds)} seeds), the chapter says {verdict!r}. "
+                "Fix the chapter's verdict and prose to match what was measured."
+            )
+        self.claims.append(claim)
+        return claim
+
+    def save(self, directory: Path | None = None) -> Path:
+        """Write this chapter's claims to ``<directory>/<chapter>.json`` (atomically)."""
+        if not self.claims:
+            raise ClaimError(f"{self.chapter} records no claims")
+        d = Path(directory) if directory is not None else claims_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{self.chapter}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps([asdict(c) for c in self.claims], indent=1))
+        os.replace(tmp, path)
+        return path
+
+
+def load(chapters: Sequence[str], directory: Path | None = None) -> list[Claim]:
+    """Every claim of ``chapters``; raises naming each chapter whose claims are missing."""
+    d = Path(directory) if directory is not None else claims_dir()
+    missing = [ch for ch in chapters if not (d / f"{ch}.json").is_file()]
+    if missing:
+        raise ClaimError(
+            f"no recorded claims for {missing} in {d}: execute those chapters first "
+            "(each ends with Ledger.save())"
+        )
+    out = []
+    for ch in chapters:
+        rows = json.loads((d / f"{ch}.json").read_text())
+        if not rows:
+            raise ClaimError(f"{ch} recorded an empty list of claims")
+        out += [Claim(**r) for r in rows]
+    return out

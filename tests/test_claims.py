@@ -1,0 +1,42 @@
+"""lib/claims.py: the status rule, the verdict check, and the report's refusal of gaps."""
+
+import pytest
+
+from lib import claims
+
+
+def test_status_rule():
+    assert claims.status("recon", [True, True, True]) == "reproduced"
+    assert claims.status("paper", [True, False, True]) == "partly"
+    assert claims.status("paper", [False, False]) == "not reproduced"
+    assert claims.status("new", [True]) == "new result"
+    assert claims.status("new", [True, False]) == "partly"
+    with pytest.raises(claims.ClaimError, match="unknown label"):
+        claims.status("ours", [True])
+    with pytest.raises(claims.ClaimError, match="evidence"):
+        claims.status("new", [])
+
+
+def test_check_fails_when_the_measurements_contradict_the_verdict():
+    led = claims.Ledger("02_x")
+    c = led.check("a", "order 0 first", label="recon", section="sec-a", verdict="reproduced",
+                  holds=[True, True], values=[12.0, 15.0], unit="steps")  # fmt: skip
+    assert c.summary() == "13.5 [12, 15] steps"
+    with pytest.raises(claims.ClaimError, match="measurements say 'partly'"):
+        led.check("b", "order 1 second", label="recon", section="sec-a", verdict="reproduced",
+                  holds=[True, False])  # fmt: skip
+    with pytest.raises(claims.ClaimError, match="twice"):
+        led.check("a", "again", label="new", section="s", verdict="new result", holds=True)
+
+
+def test_save_and_load_refuse_missing_or_empty(tmp_path):
+    with pytest.raises(claims.ClaimError, match="no claims"):
+        claims.Ledger("01_a").save(tmp_path)
+    led = claims.Ledger("01_a")
+    led.check("x", "a claim", label="new", section="sec", verdict="new result", holds=[1, 1],
+              values=[float("inf"), 2.0])  # fmt: skip
+    led.save(tmp_path)
+    got = claims.load(["01_a"], tmp_path)
+    assert [c.id for c in got] == ["x"] and got[0].values == [None, 2.0]
+    with pytest.raises(claims.ClaimError, match="02_b"):
+        claims.load(["01_a", "02_b"], tmp_path)
