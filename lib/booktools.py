@@ -422,6 +422,33 @@ def _stage_mathjax(dest: Path) -> None:
         shutil.copytree(src, dest)
 
 
+FOLD_TAGS = {"show-input", "hide-input", "remove-input", "remove-cell", "hide-cell"}
+
+
+def fold_plumbing(nb: dict) -> dict:
+    """Fold every code cell that carries none of :data:`FOLD_TAGS` (``hide-input``).
+
+    The book's convention: plumbing is folded by default, and the cells that *are* the
+    argument (the model, the loss, the measurement, the check of an equation) carry the
+    tag ``show-input`` and stay open.
+    """
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if not FOLD_TAGS & set(tags):
+            tags.append("hide-input")
+    return nb
+
+
+def _stage_notebook(src: Path, dst: Path) -> None:
+    """Copy an executed notebook with its plumbing folded; write only when it changed."""
+    text = json.dumps(fold_plumbing(json.loads(src.read_text(encoding="utf-8"))), indent=1)
+    if dst.exists() and dst.read_text(encoding="utf-8") == text:
+        return
+    _atomic_write(dst, text)
+
+
 def stage(
     executed: Path,
     out: Path,
@@ -462,7 +489,10 @@ def stage(
             code = [c for c in cells if c["cell_type"] == "code" and c["source"]]
             if not any(c.get("outputs") for c in code):
                 raise BuildError(f"{nb} has no outputs: it was never executed")
-        _copy_if_changed(nb, out / "chapters" / nb.name)
+        if nb.suffix == ".ipynb":
+            _stage_notebook(nb, out / "chapters" / nb.name)
+        else:
+            _copy_if_changed(nb, out / "chapters" / nb.name)
         wanted.add(nb.name)
     for old in (out / "chapters").glob("*"):
         if old.name not in wanted:

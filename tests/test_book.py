@@ -110,3 +110,26 @@ def test_chapters_put_weights_on_the_announced_device_and_cap_threads_only_there
                 f"{md.name}, line {call.lineno} of its code: {name}() without device="
             )
         assert name != "set_num_threads", f"{md.name}: use announce(..., cpu_threads=n)"
+
+
+def test_plumbing_is_folded_and_argument_cells_stay_open():
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {}, "source": "x = 1"},
+        {"cell_type": "code", "metadata": {"tags": ["show-input"]}, "source": "loss = f(x)"},
+        {"cell_type": "code", "metadata": {"tags": ["remove-input"]}, "source": "glue()"},
+        {"cell_type": "markdown", "metadata": {}, "source": "text"},
+    ]}  # fmt: skip
+    tags = [c["metadata"].get("tags") for c in booktools.fold_plumbing(nb)["cells"]]
+    assert tags == [["hide-input"], ["show-input"], ["remove-input"], None]
+
+
+@pytest.mark.parametrize("md", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.stem)
+def test_every_figure_has_a_caption_and_is_referenced(md):
+    nb = booktools.check_chapter(md)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "plt.show()" not in cell.source:
+            continue
+        fig = cell.metadata.get("mystnb", {}).get("figure", {})
+        assert fig.get("caption") and fig.get("name"), f"{md.name}: a figure without caption/name"
+        assert fig["name"] in text, f"{md.name}: figure {fig['name']} is never referenced"
