@@ -183,7 +183,7 @@ def run_build(scale: str = "ci"):
     from pathlib import Path
 
     from . import booktools
-    from .config import get_device
+    from .env import get_device
 
     device = str(get_device())
     silent = lambda *a: None  # noqa: E731

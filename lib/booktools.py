@@ -501,7 +501,7 @@ def stage(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .config import ConfigError, get_device, get_scale, scale_warning
+    from .env import ConfigError, get_device, get_scale, scale_warning
 
     ap = argparse.ArgumentParser(prog="python -m lib.booktools", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

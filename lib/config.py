@@ -1,85 +1,30 @@
-"""Scale and device: the one place that maps (chapter, scale) to an experiment config.
+"""The chapters' experiment configs: one table that maps (chapter, scale) to constants.
 
-``BOOK_SCALE`` is ``ci`` (every chapter under nbmake in minutes), ``book`` (the
-default, the rendered book on a laptop) or ``paper`` (the papers' scale, for a GPU).
-When ``BOOK_SCALE`` is unset, ``paper`` is chosen automatically on a machine with
-CUDA and ``book`` otherwise. ``BOOK_DEVICE`` overrides the device (default: ``cuda``
-when available, else ``cpu``).
+The runtime half (scale, device, quietness, ``ConfigError``) lives in :mod:`lib.env` and
+is re-exported here; :func:`announce` starts every chapter.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 from types import MappingProxyType
 from typing import Any
 
 import torch
 
-SCALES = ("ci", "book", "paper")
+from .env import SCALES, ConfigError, get_device, get_scale, quiet, scale_warning
 
-
-class ConfigError(ValueError):
-    """A bad scale, device or experiment config."""
-
-
-def get_scale() -> str:
-    """The scale named by ``BOOK_SCALE``; ``paper`` on a CUDA machine, else ``book``."""
-    raw = os.environ.get("BOOK_SCALE")
-    if raw is None or raw.strip() == "":
-        return "paper" if torch.cuda.is_available() else "book"
-    scale = raw.strip().lower()
-    if scale not in SCALES:
-        raise ConfigError(
-            f"BOOK_SCALE={raw!r} is not a known scale; valid values are: {', '.join(SCALES)}"
-        )
-    return scale
-
-
-def get_device() -> torch.device:
-    """``BOOK_DEVICE`` if set, else ``cuda`` when available, else ``cpu``.
-
-    Only devices that work here are accepted: ``cpu``, or ``cuda``/``cuda:N`` with a GPU
-    present and N below the number of GPUs. Anything else is refused before any work
-    starts, with a message that names the problem and the fix.
-    """
-    raw = os.environ.get("BOOK_DEVICE", "").strip()
-    if not raw:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    fix = "set BOOK_DEVICE=cpu, or unset it to choose automatically"
-    try:
-        dev = torch.device(raw)
-    except RuntimeError:
-        raise ConfigError(f"BOOK_DEVICE={raw!r} is not a device name; {fix}") from None
-    if dev.type == "cpu":
-        return dev
-    if dev.type != "cuda":
-        raise ConfigError(f"BOOK_DEVICE={raw!r}: the book runs on cpu or cuda only; {fix}")
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if n == 0:
-        raise ConfigError(f"BOOK_DEVICE={raw!r} but this machine has no CUDA GPU; {fix}")
-    if dev.index is not None and dev.index >= n:
-        raise ConfigError(
-            f"BOOK_DEVICE={raw!r} but this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}; {fix}"
-        )
-    return dev
-
-
-def scale_warning(scale: str, device: torch.device) -> str | None:
-    """A warning when the scale does not fit the device (``paper`` is sized for a GPU)."""
-    if scale == "paper" and device.type == "cpu":
-        return (
-            "warning: BOOK_SCALE=paper on the CPU. Paper scale is sized for a GPU: its runs "
-            "are one to two orders of magnitude longer than book scale (at most 10 minutes a "
-            "chapter on 2 cores), so expect hours to days per chapter. Use BOOK_SCALE=book "
-            "on a laptop."
-        )
-    return None
-
-
-def quiet() -> bool:
-    """True inside the book build and the test suite: no progress bars in outputs."""
-    return os.environ.get("BOOK_QUIET", "0") not in ("", "0", "false", "False")
+__all__ = [
+    "SCALES",
+    "ConfigError",
+    "get_device",
+    "get_scale",
+    "quiet",
+    "scale_warning",
+    "CONFIGS",
+    "chapter_config",
+    "announce",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -184,8 +129,10 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "03_ffn_flow": {
         # Emb-MLP expansion checks (init, across gamma), the GD hand-over at gamma=1, the
-        # GD staircase at gamma=0.5 (clipped steps; stair 2 comes within ~2000 steps) and
-        # the linear model's modes.
+        # T3 escape from the symmetric saddle at gamma=0.5 (clipped full-batch GD in
+        # float64; seeds x seeded asymmetry delta in one run; stair 2 within ~2000 steps)
+        # and the linear model's modes. esc_tol: the tolerance stated for the
+        # linearized escape prediction (predicted / measured within 1 +- esc_tol).
         "ci": dict(
             t3_reps=1,
             activation="silu",
@@ -201,6 +148,11 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             handover_steps=800,
             handover_lr=20.0,
             handover_clip=0.005,
+            esc_seeds=2,
+            esc_deltas=(0.0, 0.01, 1.0),
+            esc_steps=2400,
+            esc_every=25,
+            esc_tol=0.25,
             gd_gamma=0.5,
             gd_steps=2500,
             gd_lr=100.0,
@@ -228,6 +180,11 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             handover_steps=1000,
             handover_lr=20.0,
             handover_clip=0.005,
+            esc_seeds=3,
+            esc_deltas=(0.0, 0.001, 0.01, 0.1, 1.0),
+            esc_steps=2800,
+            esc_every=20,
+            esc_tol=0.25,
             gd_gamma=0.5,
             gd_steps=3000,
             gd_lr=100.0,
@@ -255,6 +212,11 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
             handover_steps=2000,
             handover_lr=20.0,
             handover_clip=0.005,
+            esc_seeds=8,
+            esc_deltas=(0.0, 0.0001, 0.001, 0.01, 0.1, 1.0),
+            esc_steps=6000,
+            esc_every=10,
+            esc_tol=0.25,
             gd_gamma=0.5,
             gd_steps=6000,
             gd_lr=100.0,

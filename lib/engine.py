@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .config import ConfigError, quiet
+from .env import ConfigError, quiet
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 
@@ -134,6 +134,97 @@ def _check_finite(step: int, params: Mapping[str, torch.Tensor], loss: torch.Ten
     )
 
 
+def _batch_stream(data, optimizer: str, batch_size: int | None, seed: int) -> Callable:
+    """``step -> (X, y)``: a streaming callable as given, the full set, or seeded minibatches
+    drawn (with replacement) from shared ``(N, L)`` or per-instance ``(K, N, L)`` tensors."""
+    if callable(data):
+        return data
+    X_all, y_all = data
+    if optimizer == "gd" and batch_size is not None:
+        raise ConfigError("optimizer='gd' is full-batch: leave batch_size=None")
+    if batch_size is None:
+        return lambda step: (X_all, y_all)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    N = X_all.shape[-2] if X_all.dim() == 3 else X_all.shape[0]
+
+    def next_batch(step):
+        idx = torch.randint(0, N, (batch_size,), generator=gen).to(X_all.device)
+        Xb = X_all[:, idx] if X_all.dim() == 3 else X_all[idx]
+        yb = y_all[:, idx] if y_all.dim() == 2 else y_all[idx]
+        return Xb, yb
+
+    return next_batch
+
+
+def _clip_per_instance(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+    """Scale each instance's gradient so that its global norm is at most ``clip``."""
+    gnorm = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
+    scale = torch.clamp(clip / (gnorm + 1e-12), max=1.0)
+    return [g * _bcast(scale, g) for g in grads]
+
+
+@dataclass(frozen=True)
+class _Hyper:
+    momentum: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    decoupled: bool  # AdamW: decay the weights, not the gradient
+
+
+def _sgd_step(p, g, st: dict, eta, t: int, h: _Hyper) -> None:
+    """Plain (or heavy-ball momentum) SGD, L2 weight decay in the gradient."""
+    if h.weight_decay:
+        g = g + h.weight_decay * p
+    if h.momentum:
+        buf = st.get("m")
+        buf = g.clone() if buf is None else buf.mul_(h.momentum).add_(g)
+        st["m"], g = buf, buf
+    p.sub_(eta * g)
+
+
+def _adam_step(p, g, st: dict, eta, t: int, h: _Hyper) -> None:
+    """Adam (L2 decay in the gradient) or AdamW (decoupled decay), bias-corrected."""
+    b1, b2 = h.betas
+    if not h.decoupled and h.weight_decay:
+        g = g + h.weight_decay * p
+    if "m" not in st:
+        st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
+    st["m"].mul_(b1).add_(g, alpha=1 - b1)
+    st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+    if h.decoupled and h.weight_decay:
+        p.mul_(1 - eta * h.weight_decay)
+    # p -= eta * mhat / (sqrt(vhat) + eps), in as few passes as possible
+    denom = st["v"].sqrt().div_((1 - b2**t) ** 0.5).add_(h.eps)
+    p.addcdiv_(st["m"] * (eta / (1 - b1**t)), denom, value=-1.0)
+
+
+_STEP = {"gd": _sgd_step, "sgd": _sgd_step, "adam": _adam_step, "adamw": _adam_step}
+
+
+class _Log:
+    """The batch loss and every callback, at the logging steps."""
+
+    def __init__(self, steps: int, log_at, callbacks: Mapping[str, Callable] | None):
+        at = log_steps(steps, log_at) if isinstance(log_at, int) else log_at
+        self.at = {int(s) for s in at if 0 <= int(s) <= steps}
+        self.callbacks = dict(callbacks or {})
+        self.records: dict[str, list] = {"loss": [], **{n: [] for n in self.callbacks}}
+        self.steps: list[int] = []
+
+    def __call__(self, step: int, params, loss: torch.Tensor) -> None:
+        self.steps.append(step)
+        self.records["loss"].append(loss.detach().cpu().numpy().copy())
+        with torch.no_grad():
+            for name, fn in self.callbacks.items():
+                v = fn(step, params)
+                v = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+                self.records[name].append(np.array(v, copy=True))
+
+    def history(self) -> History:
+        return History(np.array(self.steps), {n: np.stack(v) for n, v in self.records.items() if v})
+
+
 def train(
     model,
     params: dict[str, torch.Tensor],
@@ -202,86 +293,34 @@ def train(
     trained = {n: p for n, p in params.items() if n not in frozen}
     lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
     state = {n: {} for n in trained}
-
-    if callable(data):
-        next_batch = data
-    else:
-        X_all, y_all = data
-        if optimizer == "gd" and batch_size is not None:
-            raise ConfigError("optimizer='gd' is full-batch: leave batch_size=None")
-        if batch_size is None:
-            next_batch = lambda step: (X_all, y_all)
-        else:
-            gen = torch.Generator(device="cpu").manual_seed(seed)
-            N = X_all.shape[-2] if X_all.dim() == 3 else X_all.shape[0]
-
-            def next_batch(step):
-                idx = torch.randint(0, N, (batch_size,), generator=gen).to(X_all.device)
-                Xb = X_all[:, idx] if X_all.dim() == 3 else X_all[idx]
-                yb = y_all[:, idx] if y_all.dim() == 2 else y_all[idx]
-                return Xb, yb
-
-    log_set = set(int(s) for s in (log_steps(steps, log_at) if isinstance(log_at, int) else log_at))
-    log_set = {s for s in log_set if 0 <= s <= steps}
-    callbacks = dict(callbacks or {})
-    records: dict[str, list] = {"loss": []}
-    records.update({n: [] for n in callbacks})
-    logged: list[int] = []
-    b1, b2 = betas
+    hyper = _Hyper(momentum, betas, eps, weight_decay, decoupled=optimizer == "adamw")
+    step_fn = _STEP[optimizer]
+    next_batch = _batch_stream(data, optimizer, batch_size, seed)
+    log = _Log(steps, log_at, callbacks)
 
     bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
     try:
         for step in range(steps + 1):
             X, y = next_batch(step)
-            need_grad = step < steps
-            with torch.set_grad_enabled(need_grad):
+            with torch.set_grad_enabled(step < steps):
                 loss = loss_fn(model.forward(params, X), y)
             # Checked before the update, so the message names the weight that went bad
             # first, not every weight its gradient has since contaminated.
-            if step in log_set or not torch.isfinite(loss.detach()).all():
+            if step in log.at or not torch.isfinite(loss.detach()).all():
                 _check_finite(step, params, loss.detach())
-            if step in log_set:
-                logged.append(step)
-                records["loss"].append(loss.detach().cpu().numpy().copy())
-                with torch.no_grad():
-                    for name, fn in callbacks.items():
-                        v = fn(step, params)
-                        v = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
-                        records[name].append(np.array(v, copy=True))
-            if not need_grad:
+            if step in log.at:
+                log(step, params, loss)
+            if step == steps:
                 break
-            grads = torch.autograd.grad(loss.sum(), list(trained.values()))
+            grads = list(torch.autograd.grad(loss.sum(), list(trained.values())))
             mult = 1.0 if schedule is None else float(schedule(step))
             with torch.no_grad():
                 if clip is not None:
-                    gnorm = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
-                    scale = torch.clamp(clip / (gnorm + 1e-12), max=1.0)
-                    grads = [g * _bcast(scale, g) for g in grads]
-                t = step + 1
+                    grads = _clip_per_instance(grads, clip)
                 for (name, p), g in zip(trained.items(), grads, strict=True):
-                    st, eta = state[name], lr_of[name] * mult
-                    if optimizer in ("gd", "sgd"):
-                        if weight_decay:
-                            g = g + weight_decay * p
-                        if momentum:
-                            buf = st.get("m")
-                            buf = g.clone() if buf is None else buf.mul_(momentum).add_(g)
-                            st["m"], g = buf, buf
-                        p.sub_(eta * g)
-                    else:
-                        if optimizer == "adam" and weight_decay:
-                            g = g + weight_decay * p
-                        if "m" not in st:
-                            st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
-                        st["m"].mul_(b1).add_(g, alpha=1 - b1)
-                        st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
-                        if optimizer == "adamw" and weight_decay:
-                            p.mul_(1 - eta * weight_decay)
-                        # p -= eta * mhat / (sqrt(vhat) + eps), in as few passes as possible
-                        denom = st["v"].sqrt().div_((1 - b2**t) ** 0.5).add_(eps)
-                        p.addcdiv_(st["m"] * (eta / (1 - b1**t)), denom, value=-1.0)
+                    step_fn(p, g, state[name], lr_of[name] * mult, step + 1, hyper)
             bar.update(1)
     finally:
         bar.close()
     _check_finite(steps, params, None)
-    return History(np.array(logged), {n: np.stack(v) for n, v in records.items() if v})
+    return log.history()

@@ -1,0 +1,79 @@
+"""The runtime environment: scale, device and quietness. Nothing experiment-specific.
+
+``BOOK_SCALE`` is ``ci`` (every chapter under nbmake in minutes), ``book`` (the
+default, the rendered book on a laptop) or ``paper`` (the papers' scale, for a GPU).
+When ``BOOK_SCALE`` is unset, ``paper`` is chosen automatically on a machine with
+CUDA and ``book`` otherwise. ``BOOK_DEVICE`` overrides the device (default: ``cuda``
+when available, else ``cpu``). ``BOOK_QUIET`` turns progress bars off.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+SCALES = ("ci", "book", "paper")
+
+
+class ConfigError(ValueError):
+    """A bad scale, device or experiment config."""
+
+
+def get_scale() -> str:
+    """The scale named by ``BOOK_SCALE``; ``paper`` on a CUDA machine, else ``book``."""
+    raw = os.environ.get("BOOK_SCALE")
+    if raw is None or raw.strip() == "":
+        return "paper" if torch.cuda.is_available() else "book"
+    scale = raw.strip().lower()
+    if scale not in SCALES:
+        raise ConfigError(
+            f"BOOK_SCALE={raw!r} is not a known scale; valid values are: {', '.join(SCALES)}"
+        )
+    return scale
+
+
+def get_device() -> torch.device:
+    """``BOOK_DEVICE`` if set, else ``cuda`` when available, else ``cpu``.
+
+    Only devices that work here are accepted: ``cpu``, or ``cuda``/``cuda:N`` with a GPU
+    present and N below the number of GPUs. Anything else is refused before any work
+    starts, with a message that names the problem and the fix.
+    """
+    raw = os.environ.get("BOOK_DEVICE", "").strip()
+    if not raw:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    fix = "set BOOK_DEVICE=cpu, or unset it to choose automatically"
+    try:
+        dev = torch.device(raw)
+    except RuntimeError:
+        raise ConfigError(f"BOOK_DEVICE={raw!r} is not a device name; {fix}") from None
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ConfigError(f"BOOK_DEVICE={raw!r}: the book runs on cpu or cuda only; {fix}")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        raise ConfigError(f"BOOK_DEVICE={raw!r} but this machine has no CUDA GPU; {fix}")
+    if dev.index is not None and dev.index >= n:
+        raise ConfigError(
+            f"BOOK_DEVICE={raw!r} but this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}; {fix}"
+        )
+    return dev
+
+
+def scale_warning(scale: str, device: torch.device) -> str | None:
+    """A warning when the scale does not fit the device (``paper`` is sized for a GPU)."""
+    if scale == "paper" and device.type == "cpu":
+        return (
+            "warning: BOOK_SCALE=paper on the CPU. Paper scale is sized for a GPU: its runs "
+            "are one to two orders of magnitude longer than book scale (at most 10 minutes a "
+            "chapter on 2 cores), so expect hours to days per chapter. Use BOOK_SCALE=book "
+            "on a laptop."
+        )
+    return None
+
+
+def quiet() -> bool:
+    """True inside the book build and the test suite: no progress bars in outputs."""
+    return os.environ.get("BOOK_QUIET", "0") not in ("", "0", "false", "False")
