@@ -139,6 +139,20 @@ class Ledger:
         return path
 
 
+def book_chapters(root: Path | None = None) -> list[str]:
+    """The chapters of the book's table of contents whose claims the report gathers
+    (every chapter except the report pages, ``99_...``)."""
+    import yaml
+
+    root = Path(root) if root is not None else Path(__file__).resolve().parent.parent
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [c["file"] for part in toc.get("parts", [toc]) for c in part.get("chapters", [])]
+    stems = [Path(f).name for f in files if not Path(f).name.startswith("99_")]
+    if not stems:
+        raise ClaimError(f"no chapters in {root / '_toc.yml'}")
+    return stems
+
+
 def load(chapters: Sequence[str], directory: Path | None = None) -> list[Claim]:
     """Every claim of ``chapters``; raises naming each chapter whose claims are missing."""
     d = Path(directory) if directory is not None else claims_dir()

@@ -40,3 +40,9 @@ def test_save_and_load_refuse_missing_or_empty(tmp_path):
     assert [c.id for c in got] == ["x"] and got[0].values == [None, 2.0]
     with pytest.raises(claims.ClaimError, match="02_b"):
         claims.load(["01_a", "02_b"], tmp_path)
+
+
+def test_the_report_gathers_every_chapter_of_the_toc():
+    stems = claims.book_chapters()
+    assert "01_signatures" in stems and "07_qk_ov_sharpening" in stems
+    assert not [s for s in stems if s.startswith("99_")]
