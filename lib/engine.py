@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from .env import ConfigError, quiet
+from .init import per_instance
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 
@@ -95,17 +96,6 @@ def accuracy_callback(model, X: torch.Tensor, y: torch.Tensor):
         return (model.forward(params, X).argmax(-1) == y).double().mean(-1)
 
     return acc
-
-
-def _per_instance(value, K: int, name: str, device) -> torch.Tensor:
-    t = torch.as_tensor(value, dtype=torch.float32, device=device).flatten()
-    if t.numel() == 1:
-        t = t.expand(K).clone()
-    if t.numel() != K:
-        raise ConfigError(f"{name} has {t.numel()} values but there are K={K} instances")
-    if not torch.isfinite(t).all() or (t < 0).any():
-        raise ConfigError(f"{name} must be finite and >= 0, got {t.tolist()}")
-    return t
 
 
 def _bcast(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -288,8 +278,11 @@ def train(
             raise ConfigError(
                 f"group_lr names group {g!r}, which {type(model).__name__} lacks ({sorted(groups)})"
             )
-    base_lr = _per_instance(lr, K, "lr", device)
-    lrs = {g: _per_instance(v, K, f"group_lr[{g!r}]", device) for g, v in group_lr.items()}
+    base_lr = per_instance(lr, K, "lr", torch.float32, device, nonnegative=True)
+    lrs = {
+        g: per_instance(v, K, f"group_lr[{g!r}]", torch.float32, device, nonnegative=True)
+        for g, v in group_lr.items()
+    }
     trained = {n: p for n, p in params.items() if n not in frozen}
     lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
     state = {n: {} for n in trained}

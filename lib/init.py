@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .env import ConfigError
+
 GROUPS = ("embedding", "position", "qk", "ov", "mlp", "unembedding")
 
 
@@ -36,12 +38,18 @@ class ParamSpec:
             raise ValueError(f"fan_in must be positive, got {self.fan_in}")
 
 
-def _per_instance(value, K: int, name: str) -> torch.Tensor:
-    t = torch.as_tensor(value, dtype=torch.float64).flatten()
+def per_instance(
+    value, K: int, name: str, dtype=torch.float64, device=None, nonnegative: bool = False
+) -> torch.Tensor:
+    """A scalar or K values as a (K,) tensor: the one broadcast of a hyperparameter over
+    instances (the init rate here, learning rates in :mod:`lib.engine`)."""
+    t = torch.as_tensor(value, dtype=dtype, device=device).flatten()
     if t.numel() == 1:
-        t = t.expand(K)
+        t = t.expand(K).clone()
     if t.numel() != K:
-        raise ValueError(f"{name} has {t.numel()} values but there are K={K} instances")
+        raise ConfigError(f"{name} has {t.numel()} values but there are K={K} instances")
+    if nonnegative and (not torch.isfinite(t).all() or (t < 0).any()):
+        raise ConfigError(f"{name} must be finite and >= 0, got {t.tolist()}")
     return t
 
 
@@ -73,8 +81,8 @@ def init_params(
     for g in group_gamma:
         if g not in GROUPS:
             raise ValueError(f"group_gamma names unknown group {g!r}; valid groups: {GROUPS}")
-    base = _per_instance(gamma, K, "gamma")
-    gammas = {g: _per_instance(v, K, f"group_gamma[{g!r}]") for g, v in group_gamma.items()}
+    base = per_instance(gamma, K, "gamma")
+    gammas = {g: per_instance(v, K, f"group_gamma[{g!r}]") for g, v in group_gamma.items()}
     out = {name: torch.empty((K, *spec.shape), dtype=dtype) for name, spec in specs.items()}
     for k, seed in enumerate(seeds):
         gen = torch.Generator().manual_seed(int(seed))
