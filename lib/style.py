@@ -38,6 +38,15 @@ COLORS = {
     "theory": (0.15, 0.15, 0.15),
     "null": (0.6, 0.6, 0.6),
 }
+# The four QK/OV parameterizations (Chapter 7): the factorized-QK one in the QK colour, the
+# factorized-OV one in the OV colour, the other two in colours used for nothing else.
+_DARK = sns.color_palette("dark", 10)
+PARAMETERIZATION_COLORS = {
+    "FACO": COLORS["qk"],
+    "CAFO": COLORS["ov"],
+    "FAFO": _DARK[4],
+    "CACO": _DARK[5],
+}
 SIMILARITY_CMAP = "RdBu_r"
 FIGSIZE = (5.0, 3.2)
 
