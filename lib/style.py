@@ -98,17 +98,3 @@ def band(ax, x, Y, color, label=None, log_x=True, alpha=0.25, **kw):
     if Y.shape[1] > 1:
         ax.fill_between(x, np.nanmin(Y, 1), np.nanmax(Y, 1), color=color, alpha=alpha, lw=0)
     return ax
-
-
-def signature_bars(ax, values, labels=None, color=None, title=None):
-    """A signature vector (a distribution over labels or tokens) as bars."""
-    values = np.asarray(values, dtype=float)
-    ax.bar(np.arange(len(values)), values, color=color or COLORS["order0"], width=1.0)
-    if labels is not None:
-        step = max(1, len(labels) // 10)
-        ax.set_xticks(
-            np.arange(0, len(labels), step), [labels[i] for i in range(0, len(labels), step)]
-        )
-    if title:
-        ax.set_title(title)
-    return ax
