@@ -126,6 +126,10 @@ class Ledger:
         self.claims.append(claim)
         return claim
 
+    def markdown(self, link: bool = True) -> str:
+        """The chapter's claims table (MyST Markdown): claim, label, status, measurement."""
+        return claims_table(self.claims, link=link, chapter_column=False)
+
     def save(self, directory: Path | None = None) -> Path:
         """Write this chapter's claims to ``<directory>/<chapter>.json`` (atomically)."""
         if not self.claims:
@@ -137,6 +141,28 @@ class Ledger:
         tmp.write_text(json.dumps([asdict(c) for c in self.claims], indent=1))
         os.replace(tmp, path)
         return path
+
+
+BADGES = {
+    "paper": "{bdg-primary}`FROM THE PAPER`",
+    "recon": "{bdg-warning}`RECONSTRUCTED`",
+    "new": "{bdg-success}`NEW`",
+}
+
+
+def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool = True) -> str:
+    """A MyST Markdown table of claims, for a chapter's end and for the report page."""
+    head = ["claim", "label", "status", "measured: mean [min, max] over seeds", "held in"]
+    if chapter_column:
+        head.insert(0, "chapter")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in rows:
+        text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
+        cells = [text, BADGES[c.label], c.status, c.summary(), f"{sum(c.holds)}/{len(c.holds)}"]
+        if chapter_column:
+            cells.insert(0, c.chapter.split("_", 1)[0])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def book_chapters(root: Path | None = None) -> list[str]:

@@ -46,3 +46,11 @@ def test_the_report_gathers_every_chapter_of_the_toc():
     stems = claims.book_chapters()
     assert "01_signatures" in stems and "07_qk_ov_sharpening" in stems
     assert not [s for s in stems if s.startswith("99_")]
+
+
+def test_claims_table_is_one_row_per_claim():
+    led = claims.Ledger("05_x")
+    led.check("a", "skip-k onsets ordered by k", label="new", section="sec-onsets",
+              verdict="partly", holds=[True, False, True], values=[2, 3, 4])  # fmt: skip
+    md = led.markdown()
+    assert md.count("\n") == 2 and "{ref}`sec-onsets`" in md and "2/3" in md and "partly" in md
