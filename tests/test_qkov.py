@@ -200,3 +200,63 @@ def test_at_matched_loss_interpolates_in_log_loss():
     np.testing.assert_allclose(out[0], 0.5)
     assert np.isnan(out[1])  # never reaches the target
     np.testing.assert_array_equal(qkov.first_log_below(loss, 0.1), [1, -1])
+
+
+def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
+    # Two seeds; both arms fall from loss 1 to 0.01, the test arm with more distinct mass.
+    loss = np.array([[1.0, 1.0], [0.1, 0.1], [0.01, 0.01]])
+    sharp = np.array([[0.35, 0.35], [0.6, 0.55], [0.8, 0.7]])
+    blunt = np.array([[0.35, 0.35], [0.4, 0.45], [0.5, 0.5]])
+    yes = qkov.sharper_at_matched_loss(loss, sharp, loss, blunt)
+    assert yes.holds and yes.loss == pytest.approx(0.01)
+    np.testing.assert_allclose(yes.test, [0.8, 0.7])
+    assert not qkov.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
+    # One seed the other way round is enough to fail: the check is per seed.
+    mixed = sharp.copy()
+    mixed[:, 1] = blunt[:, 1] - 0.01
+    assert not qkov.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
+    # The matched loss is one that every instance reaches: here the slower arm's lowest.
+    slow = np.array([[1.0, 1.0], [0.3, 0.2], [0.1, 0.1]])
+    res = qkov.sharper_at_matched_loss(loss, sharp, slow, blunt)
+    assert res.loss == pytest.approx(0.1) and np.isfinite(res.test).all()
+    with pytest.raises(ValueError):
+        qkov.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
+
+
+def test_distinct_mass_bins_and_modal_status():
+    pct = qkov.distinct_mass_percent([0.05, 0.3, 0.35, 0.39, 1.0])
+    np.testing.assert_allclose(pct, [20, 60, 0, 0, 20])
+    assert qkov.modal_bin_status(pct, 1) == "reproduced"
+    assert qkov.modal_bin_status(pct, 4) == "not reproduced"
+    assert qkov.modal_bin_status(pct, None) == "not comparable"
+    assert set(qkov.OFFICIAL_FIG2_MODAL_BIN) >= {"FAFO", "FACO", "CACO, r=5"}
+
+
+def test_official_fig3_record_and_default_init_rate():
+    for v in qkov.OFFICIAL_FIG3_FINAL_LOSS.values():
+        assert len(v) == len(qkov.OFFICIAL_FIG3_ALPHAS) and np.all(np.diff(v) < 0)
+    assert qkov.OFFICIAL_FIG3_FLOW_TIME == pytest.approx(1250.0)
+    g = qkov.torch_default_gamma(50)
+    assert 50.0 ** (-g) == pytest.approx(150.0**-0.5)
+    W = init_params(
+        qkov.FixedAttentionOV(torch.tensor([0.5]), ov="collapsed").specs(), [0], gamma=g
+    )["W_OV"]
+    ref = torch.nn.Linear(50, 50).weight.detach()
+    assert float(W.detach().std()) == pytest.approx(float(ref.std()), rel=0.1)
+
+
+def test_fixed_attention_output_bias_shifts_every_logit():
+    alpha = torch.tensor([0.3, 0.9])
+    m = qkov.FixedAttentionOV(alpha, ov="collapsed", bias=True)
+    assert set(m.specs()) == {"W_OV", "b_OV"}
+    p = init_params(m.specs(), [0, 1], gamma=0.5)
+    X = _batch(n=4).X
+    z0 = qkov.FixedAttentionOV(alpha, ov="collapsed").forward({"W_OV": p["W_OV"]}, X)
+    torch.testing.assert_close(m.forward(p, X) - z0, p["b_OV"][:, None, :].expand_as(z0))
+
+
+def test_streams_and_snapshots_land_on_the_requested_device():
+    X, y = qkov.scan_snap_stream(3, 4, 12, seed=0, device="cpu")(0)
+    assert X.shape == (3, 4, 11) and y.shape == (3, 4) and X.device.type == "cpu"
+    X2, _ = qkov.scan_snap_stream(3, 4, 12, seed=0, device=torch.device("cpu"))(0)
+    torch.testing.assert_close(X, X2)  # the same stream whatever the device argument
