@@ -27,6 +27,7 @@ import numpy as np
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
 STATUSES = ("reproduced", "partly", "not reproduced", "new result")
+AS_MEASURED = "as measured"  # a verdict that records the status without asserting it
 ENV = "BOOK_CLAIMS_DIR"
 
 
@@ -106,18 +107,22 @@ class Ledger:
     ) -> Claim:
         """Record a claim and assert that its computed status is ``verdict``.
 
+        ``verdict="as measured"`` records a comparison that the chapter reports without
+        asserting (one whose outcome is the finding, e.g. a bin on a boundary): the
+        report shows its computed status, marked as not asserted.
+
         ``holds``: whether the claim held, one bool per seed (or a single bool);
         ``values``: the measured number behind it, per seed (or one number);
         ``section``: the MyST label of the section that shows it.
         """
-        if verdict not in STATUSES:
-            raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES}")
+        if verdict not in (*STATUSES, AS_MEASURED):
+            raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES + (AS_MEASURED,)}")
         if any(c.id == id for c in self.claims):
             raise ClaimError(f"{self.chapter}: claim {id!r} is checked twice")
         holds = [bool(x) for x in np.atleast_1d(np.asarray(holds, dtype=bool))]
         vals = [_finite(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
         claim = Claim(id, self.chapter, text, label, section, verdict, holds, vals, unit)
-        if claim.status != verdict:
+        if verdict != AS_MEASURED and claim.status != verdict:
             raise ClaimError(
                 f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
                 f"(held in {sum(holds)} of {len(holds)} seeds), the chapter says {verdict!r}. "
@@ -152,13 +157,14 @@ BADGES = {
 
 def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool = True) -> str:
     """A MyST Markdown table of claims, for a chapter's end and for the report page."""
-    head = ["claim", "label", "status", "measured: mean [min, max] over seeds", "held in"]
+    head = ["claim", "label", "status", "measured: mean [min, max]", "held (seeds or cases)"]
     if chapter_column:
         head.insert(0, "chapter")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
-        cells = [text, BADGES[c.label], c.status, c.summary(), f"{sum(c.holds)}/{len(c.holds)}"]
+        status = c.status + (" (reported, not asserted)" if c.verdict == AS_MEASURED else "")
+        cells = [text, BADGES[c.label], status, c.summary(), f"{sum(c.holds)}/{len(c.holds)}"]
         if chapter_column:
             cells.insert(0, c.chapter.split("_", 1)[0])
         lines.append("| " + " | ".join(cells) + " |")
