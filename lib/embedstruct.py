@@ -24,14 +24,14 @@ def signature_pcs(phi: torch.Tensor, d: int) -> torch.Tensor:
     """Top-``d`` principal components of a signature matrix (rows = tokens): ``U_d S_d``.
 
     ``phi`` is ``(n_tokens, n_features)``; the rows are centred across tokens first (the
-    principal components of the token cloud). Returns ``(n_tokens, d)``; columns beyond
-    the rank are zero.
+    principal components of the token cloud). Returns ``(n_tokens, d)`` on ``phi``'s
+    device; columns beyond the rank are zero.
     """
-    phi = torch.as_tensor(phi, dtype=F64)
+    phi = torch.as_tensor(phi).to(F64)
     phi = phi - phi.mean(0, keepdim=True)
     U, S, _ = torch.linalg.svd(phi, full_matrices=False)
     k = min(d, S.numel())
-    out = torch.zeros(phi.shape[0], d, dtype=F64)
+    out = torch.zeros(phi.shape[0], d, dtype=F64, device=phi.device)
     out[:, :k] = U[:, :k] * S[:k]
     return out
 
@@ -47,17 +47,20 @@ def transplant_embeddings(
     * ``random``: i.i.d. Gaussian rows.
 
     Every matrix is scaled to Frobenius norm ``norm``, so the arms differ in structure
-    only. ``seed`` draws the permutation and the random rows.
+    only. ``seed`` draws the permutation and the random rows (on the CPU, so that the arms
+    do not depend on the device); the arms live on ``pcs``'s device.
     """
-    early, pcs = torch.as_tensor(early, dtype=F64), torch.as_tensor(pcs, dtype=F64)
+    pcs = torch.as_tensor(pcs).to(F64)
+    early = torch.as_tensor(early).to(device=pcs.device, dtype=F64)
     if early.shape != pcs.shape:
         raise ValueError(f"early {tuple(early.shape)} and pcs {tuple(pcs.shape)} differ in shape")
     g = torch.Generator().manual_seed(int(seed))
+    perm = torch.randperm(pcs.shape[0], generator=g).to(pcs.device)
     arms = {
         "early": early - early.mean(0, keepdim=True),
         "signature": pcs,
-        "permuted": pcs[torch.randperm(pcs.shape[0], generator=g)],
-        "random": torch.randn(pcs.shape, generator=g, dtype=F64),
+        "permuted": pcs[perm],
+        "random": torch.randn(pcs.shape, generator=g, dtype=F64).to(pcs.device),
     }
     for name, E in arms.items():
         n = E.norm()

@@ -110,6 +110,11 @@ def similarity_callbacks(
     }
 
 
+def _cpu(x) -> torch.Tensor:
+    """A numpy array or a tensor on any device, as a float64 CPU tensor."""
+    return (x.detach() if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))).to("cpu", F64)
+
+
 def _pairs(S: torch.Tensor) -> torch.Tensor:
     return M.upper_triangle(torch.as_tensor(S, dtype=F64))
 
@@ -138,7 +143,9 @@ def alignment_curves(
 
     ``S_logged`` is ``(n_logs, K, T, T)`` (from :func:`similarity_callbacks`);
     ``signatures`` maps a name to a centred ``(T, V)`` signature of the same tracked
-    tokens. With ``control`` (a key of ``signatures``), every other signature's R is the
+    tokens. Either may be a numpy array or a tensor on any device: the logs of
+    :func:`lib.engine.train` are numpy arrays, so everything is computed on the CPU.
+    With ``control`` (a key of ``signatures``), every other signature's R is the
     partial correlation controlling for the control signature's similarities (the control
     itself gets plain R), computed as :math:`r_{xy\cdot z}` from the three pairwise
     correlations (equal to :func:`lib.metrics.r_cos_partial`; tested).
@@ -148,14 +155,14 @@ def alignment_curves(
     times. Returns ``name -> {"R": (n_logs, K), "null": (n_logs, K, n_perm),
     "null_lo": (n_logs,), "null_hi": (n_logs,)}``; the band pools all instances' nulls.
     """
-    S = torch.as_tensor(np.asarray(S_logged), dtype=F64)
+    S = _cpu(S_logged)
     if S.dim() != 4 or S.shape[-1] != S.shape[-2]:
         raise ValueError(f"S_logged must be (n_logs, K, T, T), got {tuple(S.shape)}")
     T = S.shape[-1]
     if control is not None and control not in signatures:
         raise ValueError(f"control {control!r} is not one of the signatures {list(signatures)}")
+    signatures = {name: _cpu(phi) for name, phi in signatures.items()}
     for name, phi in signatures.items():
-        phi = torch.as_tensor(phi)
         if phi.shape[0] != T:
             raise ValueError(f"signature {name!r} has {phi.shape[0]} rows, the logs track {T}")
         if not torch.isfinite(phi).all():

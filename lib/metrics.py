@@ -1,4 +1,7 @@
-r"""Alignment metrics between embeddings and probability signatures (research notes §7.2).
+r"""Alignment metrics between embeddings and probability signatures (Chapters 1-6).
+
+:math:`R_{\cos}` is the measure of Yao & Xu, *Probability Signature* (arXiv:2509.20124);
+the partial :math:`R_{\cos}` and the onsets are the book's (Chapters 2 and 5).
 
 Everything runs in float64 and accepts torch tensors or numpy arrays. Embeddings
 may carry a leading instance dimension ``K`` (``W`` of shape ``(V, d)`` or

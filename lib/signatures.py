@@ -1,6 +1,7 @@
 r"""Probability signatures, estimated by counting on the training set.
 
-Notation (research notes §7.1): a dataset :math:`\{(X_n, y_n)\}_{n=1}^N` with
+Notation (Chapter 1; the symbols of Yao & Xu, *Probability Signature*, arXiv:2509.20124,
+and Wang et al. 2025 on modular addition): a dataset :math:`\{(X_n, y_n)\}_{n=1}^N` with
 :math:`X_n = (x_{n,1}, \dots, x_{n,L})`, token ids in ``[0, V)`` and labels in
 ``[0, n_labels)``; :math:`c_s(X) = \#\{i : x_i = s\}`. The counts :math:`c_s` are
 the weights the gradient gives each sample, because every occurrence of ``s``

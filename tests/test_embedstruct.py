@@ -91,3 +91,17 @@ def test_mixture_stream_weights_the_aux_loss_per_instance():
     assert torch.allclose(loss(logits, yb), want)
     with pytest.raises(ConfigError):
         ES.mixture_stream((X, y), aX, ay[:1, :1], [0.0], 8, 4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_transplants_on_the_device_equal_the_cpu_ones():
+    torch.manual_seed(2)
+    phi, early = torch.randn(20, 12, dtype=torch.float64), torch.randn(20, 6)
+    cpu = ES.transplant_embeddings(early, ES.signature_pcs(phi, 6), norm=3.0, seed=0)
+    pcs = ES.signature_pcs(phi.cuda(), 6)
+    assert pcs.device.type == "cuda"
+    dev = ES.transplant_embeddings(early, pcs, norm=3.0, seed=0)
+    for name, E in dev.items():
+        assert E.device.type == "cuda"
+        # the SVD's signs may differ between devices; the Gram matrix may not
+        assert torch.allclose((E @ E.T).cpu(), cpu[name] @ cpu[name].T, atol=1e-8), name

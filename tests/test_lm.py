@@ -66,3 +66,30 @@ def test_alignment_curves_reject_mismatch():
     bad[0] = float("nan")
     with pytest.raises(ValueError, match="non-finite"):
         lm.alignment_curves(S, {"a": bad})
+
+
+def _curves_inputs():
+    g = torch.Generator().manual_seed(1)
+    T, V, d = 10, 7, 4
+    phis = {n: torch.rand(T, V, generator=g, dtype=torch.float64) for n in ("a", "b")}
+    E0 = torch.randn(2, T, d, generator=g, dtype=torch.float64)
+    E = E0 + torch.randn(2, T, d, generator=g, dtype=torch.float64)
+    return lm.increment_similarity(E, E0, range(T))[None], phis  # (1, 2, T, T)
+
+
+def test_alignment_curves_accept_numpy_and_tensors_alike():
+    S, phis = _curves_inputs()
+    ref = lm.alignment_curves(S, phis, control="a", n_perm=20)
+    out = lm.alignment_curves(S.numpy(), {n: p.numpy() for n, p in phis.items()}, "a", 20)
+    for n in phis:
+        np.testing.assert_array_equal(out[n]["R"], ref[n]["R"])
+        np.testing.assert_array_equal(out[n]["null"], ref[n]["null"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_alignment_curves_take_device_tensors():
+    S, phis = _curves_inputs()
+    ref = lm.alignment_curves(S, phis, control="a", n_perm=20)
+    out = lm.alignment_curves(S.cuda(), {n: p.cuda() for n, p in phis.items()}, "a", 20)
+    for n in phis:
+        np.testing.assert_allclose(out[n]["R"], ref[n]["R"], atol=1e-12)
