@@ -1,4 +1,4 @@
-r"""Measuring the context staircase during training (``context_staircase.md`` §7.2, §8.3, §9).
+r"""Measuring the context staircase during training (Chapter 2; the claim is ``contextstaircase``).
 
 The staircase is read off the *increment* of the embedding table,
 
@@ -52,6 +52,17 @@ __all__ = [
     "onset_steps",
     "t3_accuracy_callbacks",
     "train_staircase",
+    "OrderTargets",
+    "order_targets",
+    "parity_targets",
+    "order_partials",
+    "order_noise_floor",
+    "bit_callbacks",
+    "escape_steps",
+    "stair_onsets",
+    "staircase_climbs",
+    "train_bits",
+    "plateau_mask",
 ]
 
 
@@ -325,3 +336,240 @@ def train_staircase(
     X, y = data.X.to(device), data.y.to(device)
     history = train(model, params, (X, y), steps, callbacks=callbacks, **train_kwargs)
     return history, gamma_k, seed_k
+
+
+# ---------------------------------------------------------------------------
+# One stair per order: the gated-parity-bit task (Chapter 2)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderTargets:
+    """Signatures of order 0, 1 (and 2) of the tracked tokens, each with its mean row removed.
+
+    Attributes:
+        tokens: tracked token ids (the anchors), length T.
+        phis: ``{order: (T, n_features) float64}``, every row minus the mean row over T.
+    """
+
+    tokens: tuple[int, ...]
+    phis: dict
+
+    @property
+    def orders(self) -> tuple[int, ...]:
+        return tuple(sorted(self.phis))
+
+
+def _one_hot(t: torch.Tensor, values: Sequence[int]) -> torch.Tensor:
+    return (t[:, None] == torch.as_tensor(list(values))[None, :]).double()
+
+
+def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, pairs=None):
+    r"""Order-0/1/2 signatures of ``tokens`` counted on ``(X, y)``, mean row removed.
+
+    For a tracked token ``s`` (expectations over the sequences that contain it):
+
+    * order 0, the label signature :math:`\phi^y_s=\mathbb E[e_y]`;
+    * order 1, the interaction with the gate at position ``gate_pos``,
+      :math:`\mathbb E[(e_g-\bar e_g)\otimes(e_y-\bar e_y)]` (what the gate adds beyond
+      order 0; :func:`lib.signatures.joint_interaction` restricted to the gates);
+    * order 2 (with ``pair_pos = (i, j)`` and ``pairs = (family_i, family_j)``), the joint
+      third cumulant :math:`\mathbb E[(e_h-\bar e_h)\otimes(e_k-\bar e_k)\otimes(e_y-\bar e_y)]`
+      of two gates from different families and the label: what the pair adds beyond
+      each gate alone.
+
+    Each signature then has its mean row over ``tokens`` removed, as the embedding
+    increment has (both sides of :math:`R_{\cos}` centred the same way).
+    """
+    X, y = torch.as_tensor(X), torch.as_tensor(y)
+    labels = range(n_labels)
+    phis: dict = {0: [], 1: []}
+    if pair_pos is not None:
+        phis[2] = []
+    for s in tokens:
+        rows = (X == s).any(1)
+        Y = _one_hot(y[rows], labels)
+        Yc = Y - Y.mean(0)
+        G = _one_hot(X[rows, gate_pos], gates)
+        phis[0].append(Y.mean(0))
+        phis[1].append(((G - G.mean(0)).T @ Yc / len(Y)).flatten())
+        if pair_pos is not None:
+            H = _one_hot(X[rows, pair_pos[0]], pairs[0])
+            K = _one_hot(X[rows, pair_pos[1]], pairs[1])
+            Hc, Kc = H - H.mean(0), K - K.mean(0)
+            phis[2].append(torch.einsum("nh,nk,ny->hky", Hc, Kc, Yc).flatten() / len(Y))
+    out = {}
+    for o, rows in phis.items():
+        P = torch.stack(rows)
+        out[o] = P - P.mean(0, keepdim=True)
+    return OrderTargets(tuple(int(t) for t in tokens), out)
+
+
+def parity_targets(data, layout) -> OrderTargets:
+    """:func:`order_targets` of the anchors of :func:`lib.tasks.gated_parity_bits`."""
+    L = data.X.shape[1]
+    pair = (2, 3) if layout.h else None
+    return order_targets(
+        data.X,
+        data.y,
+        data.n_labels,
+        layout.anchors,
+        L - 1,
+        layout.gates,
+        pair,
+        (layout.h, layout.k) if layout.h else None,
+    )
+
+
+def order_partials(dE, targets: OrderTargets) -> dict:
+    """Partial :math:`R_{\\cos}` of each order, controlling for all the other orders.
+
+    ``dE`` is ``(..., T, d)``, already centred (:func:`increment`). Returns
+    ``{order: (...)}`` tensors. With a single order there is nothing to control for.
+    """
+    out = {}
+    for o, phi in targets.phis.items():
+        others = [p for q, p in targets.phis.items() if q != o]
+        if others:
+            out[o] = M.r_cos_partial(dE, phi, others, subtract_mean_row=False)
+        else:
+            out[o] = M.r_cos(dE, phi, subtract_mean_row=False)
+    return out
+
+
+def order_noise_floor(targets: OrderTargets, d: int, n: int = 2000, q: float = 0.95, seed: int = 0):
+    """``q`` quantile of each order's partial R for Gaussian increments of shape (T, d)."""
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    g = torch.Generator().manual_seed(seed)
+    dE = torch.randn(n, len(targets.tokens), d, generator=g, dtype=torch.float64)
+    dE = dE - dE.mean(-2, keepdim=True)
+    return {o: float(torch.quantile(v, q)) for o, v in order_partials(dE, targets).items()}
+
+
+def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E") -> dict:
+    r"""Callbacks logging the staircase of the gated-parity-bit task, per instance (K,).
+
+    * ``R{o}``: the partial :math:`R_{\cos}` of order ``o`` on the anchors' increment;
+    * ``loss``-like curves on the whole of ``data``: ``loss_all`` (cross-entropy), ``acc``,
+      and for each bit ``j`` the **sign-bit loss**
+      :math:`-\log\frac{p(y)}{p(y)+p(y')}`, with :math:`y'` the label with bit ``j``
+      flipped: ``ln 2`` while the bit is unknown, 0 once it is learned. Each plateau of the
+      staircase is a stretch where one sign-bit loss sits at ``ln 2``.
+    """
+    E0 = E0.detach().clone()
+    tok = list(targets.tokens)
+    X, y = data.X.to(E0.device), data.y.to(E0.device)  # (N, L) shared or (K, N, L)
+    # Bit j of a label is read off the label itself (its block), so the flip stays in the
+    # label space even when the labels are shuffled (the negative control).
+    flips = {}
+    for j in (1, 2) if layout.bit2 is not None else (1,):
+        shift = layout.block * 2 ** (j - 1)
+        flips[j] = torch.where((y // shift) % 2 == 0, y + shift, y - shift)
+    state: dict = {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            state["step"] = step
+            dE = increment(params[emb], E0, tok, subtract_mean_row=True)
+            v = {f"R{o}": r for o, r in order_partials(dE, targets).items()}
+            lp = torch.log_softmax(model.forward(params, X).double(), -1)  # (K, N, n)
+            at = lambda labels: lp.gather(-1, labels.expand(lp.shape[:-1])[..., None])[..., 0]
+            ly = at(y)
+            v["loss_all"] = -ly.mean(-1)
+            v["acc"] = (lp.argmax(-1) == y).double().mean(-1)
+            for j, yf in flips.items():
+                two = torch.logaddexp(ly, at(yf))
+                v[f"bit{j}"] = -(ly - two).mean(-1)
+            state["v"] = v
+        return state["v"]
+
+    names = [f"R{o}" for o in targets.orders] + ["loss_all", "acc"]
+    names += [f"bit{j}" for j in flips]
+    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+
+
+def escape_steps(steps, bit_loss, frac: float = 0.5):
+    """Per instance, the first logged step at which a sign-bit loss falls below ``frac * ln 2``.
+
+    ``bit_loss`` is ``(n_logs, K)``; returns ``(K,)`` floats, ``inf`` where it never does.
+    """
+    v = np.asarray(bit_loss, dtype=float)
+    hit = v < frac * np.log(2)
+    first = hit.argmax(0)
+    return np.where(hit.any(0), np.asarray(steps, dtype=float)[first], np.inf)
+
+
+def stair_onsets(steps, curve, floor: float, frac: float = 0.5):
+    """Onset of a stair per instance: first step at which the partial R reaches
+    ``max(frac * its maximum, floor)``; ``inf`` where it never exceeds ``floor``.
+
+    Same rule as :func:`onset_steps`, with ``inf`` (not NaN) for a stair that never
+    comes, so that ``onset0 < onset1`` fails when order 1 never rises.
+    """
+    on, _ = onset_steps(steps, curve, frac=frac, floor=floor)
+    return np.where(np.isnan(on), np.inf, on)
+
+
+def staircase_climbs(onsets_by_order) -> bool:
+    """The staircase check: every onset finite and strictly increasing with the order.
+
+    ``onsets_by_order`` is a list (order 0, 1, ...) of per-instance onset arrays. False if
+    any stair never comes (``inf``) or comes out of order, in any instance.
+    """
+    on = np.stack([np.asarray(o, dtype=float) for o in onsets_by_order])
+    return bool(np.isfinite(on).all() and np.all(np.diff(on, axis=0) > 0))
+
+
+def train_bits(
+    model,
+    data,
+    layout,
+    targets: OrderTargets,
+    seeds: Sequence[int],
+    gammas: Sequence[float],
+    steps: int,
+    device="cpu",
+    zero_frozen: Sequence[str] = (),
+    **train_kwargs,
+) -> tuple[History, np.ndarray, np.ndarray]:
+    """One batched run of the gated-parity-bit task over every (gamma, seed) pair.
+
+    Instances are gamma-major, as in :func:`train_staircase`. Weights named in
+    ``zero_frozen`` are set to zero and not trained (e.g. ``("P",)``: an attention model
+    without position embeddings). The callbacks of :func:`bit_callbacks` are added;
+    other keyword arguments go to :func:`lib.engine.train`. Returns
+    ``(history, gamma_k, seed_k)``.
+    """
+    seeds, gammas = [int(s) for s in seeds], [float(g) for g in gammas]
+    if not seeds or not gammas:
+        raise ValueError("train_bits needs at least one seed and one gamma")
+    gamma_k = np.repeat(gammas, len(seeds))
+    seed_k = np.tile(seeds, len(gammas))
+    params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
+    with torch.no_grad():
+        for name in zero_frozen:
+            params[name].zero_()
+    callbacks = dict(train_kwargs.pop("callbacks", None) or {})
+    callbacks.update(bit_callbacks(model, data, layout, targets, params["E"]))
+    frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
+    X, y = data.X.to(device), data.y.to(device)
+    history = train(
+        model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
+    )
+    return history, gamma_k, seed_k
+
+
+def plateau_mask(steps, bit_loss, after, level: float = 0.9):
+    """The plateau of a bit, per instance: logged steps after ``after[k]`` (the previous
+    stair's onset) and before the escape (:func:`escape_steps`) at which the bit's
+    sign-bit loss is still at least ``level * ln 2``. Returns a boolean ``(n_logs, K)``.
+    """
+    steps = np.asarray(steps, dtype=float)[:, None]
+    v = np.asarray(bit_loss, dtype=float)
+    esc = escape_steps(steps[:, 0], v)
+    return (
+        (steps > np.asarray(after, dtype=float)[None])
+        & (steps < esc[None])
+        & (v >= level * np.log(2))
+    )

@@ -2,13 +2,14 @@
 
 Every generator returns plain ``torch.int64`` tensors and never loops over samples in
 Python. Where a task is meant to show a property of the *signatures* (the label
-statistics of a token, see ``context_staircase.md`` §7.1), the data are an **exactly
+statistics of a token, Chapter 1 of the book), the data are an **exactly
 balanced enumerated design**: every combination of the task's factors appears the same
 number of times. Then the identities the chapters rely on (e.g. "all memory anchors have
 the same order-0 label signature") hold exactly on the training set, by construction,
 rather than only in expectation.
 
-Notation used in the docstrings (``context_staircase.md`` §7.1):
+Notation used in the docstrings (Chapter 1, after Yao et al., arXiv 2509.20124,
+``yao2025probsig`` in ``references.bib``):
 
 * order-0 (label) signature of token ``s``: ``phi_s(nu) ∝ sum_n c_s(X_n) 1[y_n = nu]``,
   the label distribution over sequences containing ``s``, weighted by its count;
@@ -43,6 +44,8 @@ __all__ = [
     "scan_snap_probs",
     "scan_snap_batch",
     "scan_snap_uniform_distinct_mass",
+    "ParityBits",
+    "gated_parity_bits",
 ]
 
 
@@ -126,7 +129,8 @@ def composite_addition(
 ) -> Task:
     """T1 (and T2 with ``intervals=True``): the anchor-function composite-addition task.
 
-    Definition (``context_staircase.md`` §4.2, §8.1). Keys ``z ∈ {21..120}``, memory anchors
+    Definition: the anchor-function task of Yao et al., ICML 2025 (``yao2025reasoning``),
+    as reconstructed in Chapter 1 of the book. Keys ``z ∈ {21..120}``, memory anchors
     ``{1..10}``, reasoning anchors ``{11..20}``. A sequence holds the key ``z`` at a random
     position ``p`` followed by an anchor pair ``(a1, a2)``, both from the same group; with
     ``noise_keys`` the other ``seq_len - 3`` positions are uniform random keys, otherwise the
@@ -359,7 +363,7 @@ def gated_addition(
 def gated_addition_naive(
     seed: int, reps: int = 1, noise_keys: int = 0, test_fraction: float = 0.0
 ) -> Task:
-    """T3 as first written in the research notes: ``y = z + s * a`` (no magnitude pairing).
+    """T3 as first written for the book (Chapter 1): ``y = z + s * a`` (no magnitude pairing).
 
     Same keys, anchors, gates, sign rule and design as :func:`gated_addition`, but the offset
     is the anchor itself. Then the gate signatures are **not** identical: ``g+`` sees offsets
@@ -574,12 +578,12 @@ def synonym_groups(
 
 
 # ---------------------------------------------------------------------------
-# Scan-and-Snap sequence-class task (qk_sharpening.md §3.1)
+# Scan-and-Snap sequence-class task (Tian et al. 2023, ``tian2023scan``; Chapter 7)
 # ---------------------------------------------------------------------------
 
 
 class _ScanSnapConstants:
-    """Constants of the Scan-and-Snap task (Tian et al. 2023; ``qk_sharpening.md`` §3.1)."""
+    """Constants of the Scan-and-Snap task (Tian et al. 2023, ``tian2023scan``; Chapter 7)."""
 
     VOCAB = 50
     COMMON = tuple(range(10))  # tokens 0..9, same weight 1 in every class
@@ -630,7 +634,8 @@ def scan_snap_batch(
     generator: torch.Generator | None = None,
     device: str | torch.device = "cpu",
 ) -> ScanSnapBatch:
-    """Sample ``n`` Scan-and-Snap sequences (``qk_sharpening.md`` §3.1, exactly).
+    """Sample ``n`` Scan-and-Snap sequences (``tian2023scan``, as used by ``vashisht2026faster``;
+    Chapter 7).
 
     Class ``c`` is uniform on {0,1,2,3}; the sequence is ``seq_len - 2`` i.i.d. context tokens
     from ``p(l | c)`` (see :func:`scan_snap_probs`), then the query ``q_c = c + 5``, then the
@@ -665,3 +670,113 @@ def scan_snap_uniform_distinct_mass(seq_len: int | None = None) -> float:
     if seq_len is None:
         return per_token
     return (seq_len - 2) / (seq_len - 1) * per_token
+
+
+# ---------------------------------------------------------------------------
+# Gated parity bits: a task whose staircase has one stair per signature order
+# ---------------------------------------------------------------------------
+
+
+class ParityBits(NamedTuple):
+    """Token ids and label layout of :func:`gated_parity_bits`."""
+
+    anchors: list[int]
+    keys: list[int]
+    gates: list[int]  # [g+, g-]: the order-1 bit's gate
+    h: list[int]  # [h+, h-]: first gate of the order-2 bit (empty without it)
+    k: list[int]  # [k+, k-]: second gate of the order-2 bit (empty without it)
+    block: int  # labels of bit j = -1 are shifted by block * 2**(j-1)
+    bit1: torch.Tensor  # (N,) the order-1 bit s1 in {+1, -1}
+    bit2: torch.Tensor | None  # (N,) the order-2 bit s2, or None
+
+
+def gated_parity_bits(
+    n_keys: int = 12,
+    n_anchors: int = 12,
+    order2: bool = False,
+    h_weights: tuple[int, int] = (3, 2),
+    shuffle_seed: int | None = None,
+) -> tuple[TaskData, ParityBits]:
+    r"""The gated-parity-bit task: one stair per signature order (Chapter 2).
+
+    Tokens: anchors ``a = 1..n_anchors``, keys ``z`` (index ``i_z = 0..n_keys-1``), gates
+    ``g+, g-``, and with ``order2`` two further gate families ``h+, h-`` and ``k+, k-``.
+    The sequence is ``[z, a, g]`` (or ``[z, a, h, k, g]``), the gate ``g`` last (the
+    attention model reads out there). With the block size ``B = n_keys + n_anchors + 1``,
+
+    .. math:: y = i_z + a + B\,[s_1=-1] + 2B\,[s_2=-1],
+
+    * ``s1 = +1`` iff (``g = g+``) XNOR (``a`` odd): the **order-1 bit**, the parity of the
+      anchor read through one context token. It is one feature shared by all anchors.
+    * ``s2 = +1`` iff (``h k = +1``) XNOR (``ceil(a/2)`` odd), with ``h k = +1`` when both
+      gates carry the same sign: the **order-2 bit**, a second anchor feature read
+      through the product of two context tokens from different families.
+
+    Order 0 (an anchor's label distribution) sees ``i_z + a`` in every block with equal
+    weight: it orders the anchors and carries neither bit. The gates ``g+`` and ``g-``
+    differ at order 0 (``g+`` puts odd anchors in block 0), so unlike T3 the task has no
+    exact ``g+ <-> g-`` symmetry. Every combination appears, the ``h+`` ones
+    ``h_weights[0]`` times and the ``h-`` ones ``h_weights[1]`` times: an exactly balanced
+    ``h`` would make the third stair an escape from a symmetric saddle (the product
+    ``h k`` has no order-1 trace); the imbalance gives the ``k`` gate a weak order-1 link
+    to the second bit. ``shuffle_seed`` permutes the labels across sequences (a negative
+    control with no rule). Returns ``(data, layout)``; ``data.groups`` names every family.
+    """
+    if n_keys < 1 or n_anchors < 2 or n_anchors % 4:
+        raise ValueError(
+            f"need n_keys >= 1 and n_anchors a multiple of 4, got {n_keys}, {n_anchors}"
+        )
+    anchors = torch.arange(1, n_anchors + 1)
+    key_ids = torch.arange(n_anchors + 1, n_anchors + 1 + n_keys)
+    nxt = n_anchors + 1 + n_keys
+    gp, gm = nxt, nxt + 1
+    hp, hm, kp, km = nxt + 2, nxt + 3, nxt + 4, nxt + 5
+    B = n_keys + n_anchors + 1
+    if order2:
+        z, a, h, k, g = (
+            t.reshape(-1)
+            for t in torch.meshgrid(
+                key_ids,
+                anchors,
+                torch.tensor([hp, hm]),
+                torch.tensor([kp, km]),
+                torch.tensor([gp, gm]),
+                indexing="ij",
+            )
+        )
+        reps = torch.where(h == hp, h_weights[0], h_weights[1])
+        z, a, h, k, g = (t.repeat_interleave(reps) for t in (z, a, h, k, g))
+        X = torch.stack([z, a, h, k, g], 1)
+        same = (h == hp) == (k == kp)
+        s2 = torch.where(same == (((a + 1) // 2) % 2 == 1), 1, -1)
+        vocab = nxt + 6
+    else:
+        z, a, g = (
+            t.reshape(-1)
+            for t in torch.meshgrid(key_ids, anchors, torch.tensor([gp, gm]), indexing="ij")
+        )
+        X = torch.stack([z, a, g], 1)
+        s2 = None
+        vocab = nxt + 2
+    s1 = torch.where((g == gp) == (a % 2 == 1), 1, -1)
+    y = (z - key_ids[0]) + a + B * (s1 == -1)
+    if s2 is not None:
+        y = y + 2 * B * (s2 == -1)
+    n_labels = (4 if order2 else 2) * B
+    if shuffle_seed is not None:
+        y = y[torch.randperm(len(y), generator=_generator(shuffle_seed))]
+    groups = {
+        "anchors": anchors.tolist(),
+        "keys": key_ids.tolist(),
+        "gates": [gp, gm],
+        "h": [hp, hm] if order2 else [],
+        "k": [kp, km] if order2 else [],
+    }
+    name = "gated parity bits" + (" (orders 0, 1, 2)" if order2 else " (orders 0, 1)")
+    if shuffle_seed is not None:
+        name += ", labels shuffled"
+    data = TaskData(X, y, vocab, n_labels, groups, name)
+    layout = ParityBits(
+        groups["anchors"], groups["keys"], groups["gates"], groups["h"], groups["k"], B, s1, s2
+    )
+    return data, layout

@@ -146,3 +146,67 @@ def test_signature_matrix_drives_linear_model():
     pred = Mm[None] @ p["W"].transpose(1, 2)
     assert rel_err(g, pred).max() < 0.02
     assert torch.allclose(Mm.sum(1), torch.zeros(V, dtype=torch.float64), atol=1e-12)
+
+
+# ------------------------------------------------------------- escape from a symmetric saddle
+
+
+def _tiny_mlp(per_instance_seeds=(0, 1), gamma=0.3):
+    torch.manual_seed(0)
+    V, n, d = 9, 5, 4
+    mdl = EmbMLP(V, d, 6, n, "silu")
+    p = {
+        k: v.detach().double() for k, v in build(mdl, list(per_instance_seeds), gamma=gamma).items()
+    }
+    X = torch.randint(0, V, (20, 3))
+    y = torch.randint(0, n, (20,))
+    return mdl, p, X, y
+
+
+def test_antisymmetric_hessian_matches_autograd():
+    mdl, p, X, y = _tiny_mlp()
+    first, second = [0, 2], [1, 3]
+    H = flow.antisymmetric_hessian(mdl, p, X, y, first, second)
+    assert H.shape == (2, 8, 8) and torch.allclose(H, H.transpose(1, 2), atol=1e-14)
+    for k in range(2):
+
+        def loss(u, k=k):
+            E = p["E"][k : k + 1].clone()
+            E[:, first] = E[:, first] + u
+            E[:, second] = E[:, second] - u
+            q = {name: v[k : k + 1] for name, v in p.items()}
+            q["E"] = E
+            return flow.cross_entropy(mdl.forward(q, X), y).sum()
+
+        Ha = torch.autograd.functional.hessian(loss, torch.zeros(1, 2, 4, dtype=torch.float64))
+        assert torch.allclose(Ha.reshape(8, 8), H[k], atol=1e-12)
+
+
+def test_input_hessian_matches_autograd_per_sequence():
+    mdl, p, X, y = _tiny_mlp(per_instance_seeds=(3,))
+    Hn = flow.emb_mlp_input_hessian(mdl, p, X, y)
+    assert Hn.shape == (1, 20, 4, 4)
+    h = (torch.nn.functional.one_hot(X, 9).double().sum(1) @ p["E"][0])[4]
+
+    def loss(hh):
+        f = torch.nn.functional.silu(hh @ p["W1"][0]) @ p["W2"][0]
+        return torch.nn.functional.cross_entropy(f[None], y[4:5])
+
+    assert torch.allclose(torch.autograd.functional.hessian(loss, h), Hn[0, 4], atol=1e-12)
+
+
+def test_propagate_linear_and_growth_rate():
+    # A diagonal map: mode norms follow (1 - eta/2 h)^t exactly.
+    H = torch.diag(torch.tensor([-0.2, 0.1], dtype=torch.float64))[None].repeat(2, 1, 1)
+    H[1] = torch.diag(torch.tensor([-0.4, 0.1], dtype=torch.float64))
+    norms = flow.propagate_linear([0, 5], H, [1.0, 1.0], torch.tensor([1.0, 0.0]), 8)
+    assert np.isclose(norms[5], 1.1**5) and np.isclose(norms[8], 1.1**5 * 1.2**3)
+    lam = flow.growth_rate(H, np.array([1.0, 2.0]))
+    assert np.allclose(lam, [0.1, 0.4])
+
+
+def test_antisymmetric_part():
+    mdl, p, X, y = _tiny_mlp()
+    A = flow.antisymmetric_part(p["E"], [0, 2], [1, 3])
+    assert A.shape == (2, 2, 4)
+    assert torch.allclose(A[:, 0], (p["E"][:, 0] - p["E"][:, 1]) / 2)

@@ -365,3 +365,59 @@ def test_scan_snap_determinism():
     assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
     assert not torch.equal(a.X, c.X)
     assert a.X.device.type == "cpu" and a.X.shape == (64, 15)
+
+
+# ---------------------------------------------------------------- gated parity bits
+
+
+def _label_dist(d, rows):
+    return torch.bincount(d.y[rows], minlength=d.n_labels).double() / rows.sum()
+
+
+def test_gated_parity_bits_two_stairs_identities():
+    d, lay = T.gated_parity_bits(n_keys=5)
+    assert d.X.shape == (5 * 12 * 2, 3) and d.n_labels == 2 * lay.block
+    assert int(d.y.max()) < d.n_labels and int(d.y.min()) >= 0
+    # Order 0 of an anchor: i_z + a in both blocks, with equal weight (no parity in it).
+    for a in lay.anchors:
+        p = _label_dist(d, d.X[:, 1] == a)
+        base = torch.arange(5) + a
+        assert torch.allclose(p[base], p[base + lay.block]) and abs(float(p.sum()) - 1) < 1e-12
+    # The gates differ at order 0 (no exact g+/g- symmetry, unlike T3).
+    gp, gm = lay.gates
+    assert not torch.allclose(_label_dist(d, d.X[:, 2] == gp), _label_dist(d, d.X[:, 2] == gm))
+    # The bit: shifted by a block iff (g = g+) XNOR (a odd) is false.
+    shifted = d.y >= lay.block
+    expect = (d.X[:, 2] == gp) != (d.X[:, 1] % 2 == 1)
+    assert torch.equal(shifted, expect) and torch.equal(lay.bit1 == -1, expect)
+
+
+def test_gated_parity_bits_order2_and_imbalance():
+    d, lay = T.gated_parity_bits(n_keys=3, order2=True, h_weights=(3, 2))
+    assert d.X.shape[1] == 5 and d.n_labels == 4 * lay.block
+    hp = d.X[:, 2] == lay.h[0]
+    assert int(hp.sum()) * 2 == int((~hp).sum()) * 3  # h+ three times for two h-
+    bit2 = (d.y // (2 * lay.block)) % 2 == 1
+    same = (d.X[:, 2] == lay.h[0]) == (d.X[:, 3] == lay.k[0])
+    assert torch.equal(bit2, same != (((d.X[:, 1] + 1) // 2) % 2 == 1))
+    # No single gate carries bit 2 when h is balanced; k carries a little when it is not.
+    db, layb = T.gated_parity_bits(n_keys=3, order2=True, h_weights=(1, 1))
+    b2 = ((db.y // (2 * layb.block)) % 2).double()
+    for pos in (2, 3):
+        for a in layb.anchors:
+            rows = db.X[:, 1] == a
+            g0 = rows & (db.X[:, pos] == db.X[rows, pos].min())
+            assert abs(float(b2[g0].mean()) - float(b2[rows].mean())) < 1e-12
+    rows = d.X[:, 1] == 1
+    k0 = rows & (d.X[:, 3] == lay.k[0])
+    b2d = bit2.double()
+    assert abs(float(b2d[k0].mean()) - float(b2d[rows].mean())) > 0.05
+
+
+def test_gated_parity_bits_shuffled_control():
+    d, _ = T.gated_parity_bits(n_keys=4)
+    s, _ = T.gated_parity_bits(n_keys=4, shuffle_seed=0)
+    assert torch.equal(d.X, s.X) and not torch.equal(d.y, s.y)
+    assert torch.equal(torch.sort(d.y).values, torch.sort(s.y).values)
+    with pytest.raises(ValueError):
+        T.gated_parity_bits(n_anchors=10)
