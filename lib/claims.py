@@ -107,6 +107,10 @@ class Ledger:
     ) -> Claim:
         """Record a claim and assert that its computed status is ``verdict``.
 
+        ``verdict`` may be a tuple of statuses when the chapter's claim allows either (for
+        example "in every seed but at most one": ``("reproduced", "partly")``), so that it
+        holds at every scale; the prose must say the same.
+
         ``verdict="as measured"`` records a comparison that the chapter reports without
         asserting (one whose outcome is the finding, e.g. a bin on a boundary): the
         report shows its computed status, marked as not asserted.
@@ -115,14 +119,17 @@ class Ledger:
         ``values``: the measured number behind it, per seed (or one number);
         ``section``: the MyST label of the section that shows it.
         """
-        if verdict not in (*STATUSES, AS_MEASURED):
+        allowed = (verdict,) if isinstance(verdict, str) else tuple(verdict)
+        if not allowed or any(v not in (*STATUSES, AS_MEASURED) for v in allowed):
             raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES + (AS_MEASURED,)}")
         if any(c.id == id for c in self.claims):
             raise ClaimError(f"{self.chapter}: claim {id!r} is checked twice")
         holds = [bool(x) for x in np.atleast_1d(np.asarray(holds, dtype=bool))]
         vals = [_finite(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
-        claim = Claim(id, self.chapter, text, label, section, verdict, holds, vals, unit)
-        if verdict != AS_MEASURED and claim.status != verdict:
+        claim = Claim(
+            id, self.chapter, text, label, section, " or ".join(allowed), holds, vals, unit
+        )
+        if AS_MEASURED not in allowed and claim.status not in allowed:
             raise ClaimError(
                 f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
                 f"(held in {sum(holds)} of {len(holds)} seeds), the chapter says {verdict!r}. "

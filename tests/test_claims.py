@@ -54,3 +54,13 @@ def test_claims_table_is_one_row_per_claim():
               verdict="partly", holds=[True, False, True], values=[2, 3, 4])  # fmt: skip
     md = led.markdown()
     assert md.count("\n") == 2 and "{ref}`sec-onsets`" in md and "2/3" in md and "partly" in md
+
+
+def test_a_verdict_may_allow_two_statuses():
+    led = claims.Ledger("02_x")
+    c = led.check("stair", "order-1 stair in every seed but at most one", label="recon",
+                  section="s", verdict=("reproduced", "partly"), holds=[1, 1, 0])  # fmt: skip
+    assert c.status == "partly" and c.verdict == "reproduced or partly"
+    with pytest.raises(claims.ClaimError, match="measurements say 'not reproduced'"):
+        led.check("x", "y", label="recon", section="s", verdict=("reproduced", "partly"),
+                  holds=[0, 0])  # fmt: skip
