@@ -64,3 +64,10 @@ def test_a_verdict_may_allow_two_statuses():
     with pytest.raises(claims.ClaimError, match="measurements say 'not reproduced'"):
         led.check("x", "y", label="recon", section="s", verdict=("reproduced", "partly"),
                   holds=[0, 0])  # fmt: skip
+
+
+def test_as_measured_records_without_asserting():
+    led = claims.Ledger("07_x")
+    c = led.check("bin", "modal bin agrees", label="paper", section="s", verdict="as measured",
+                  holds=[False])  # fmt: skip
+    assert c.status == "not reproduced" and "reported, not asserted" in led.markdown()
