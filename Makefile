@@ -70,7 +70,7 @@ unit: $(STAMP)
 _chapters:
 	rm -rf $(NB)
 	$(BIN)/python -m lib.booktools convert $(NB)
-	BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(NB)/claims $(BIN)/python -m pytest -q --nbmake --nbmake-timeout=900 --overwrite \
+	BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(CURDIR)/$(NB)/claims $(BIN)/python -m pytest -q --nbmake --nbmake-timeout=900 --overwrite \
 		-p no:cacheprovider --durations=0 $(NB)
 
 _strict:

@@ -264,7 +264,7 @@ def execute(
     from filelock import FileLock
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    claims = out_dir / "claims"
+    claims = out_dir.resolve() / "claims"  # absolute: the kernels run in the book's root
     with FileLock(str(out_dir / ".lock")):
         env_fp = environment_fingerprint()
         selected = [
