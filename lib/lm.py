@@ -115,10 +115,6 @@ def _cpu(x) -> torch.Tensor:
     return (x.detach() if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))).to("cpu", F64)
 
 
-def _pairs(S: torch.Tensor) -> torch.Tensor:
-    return M.upper_triangle(torch.as_tensor(S, dtype=F64))
-
-
 def _standardize(x: torch.Tensor) -> torch.Tensor:
     """Zero mean, unit norm along the last axis, so that a dot product is a Pearson r."""
     x = x - x.mean(-1, keepdim=True)
