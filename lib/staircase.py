@@ -41,6 +41,7 @@ from . import metrics as M
 from . import signatures as sig
 from .engine import History, train
 from .models import build
+from .sweep import Sweep
 
 __all__ = [
     "StairTargets",
@@ -305,6 +306,14 @@ def t3_accuracy_callbacks(model, data) -> dict[str, Callable]:
     }
 
 
+def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-instance (gamma, seed) of the gamma-major grid: a :class:`lib.sweep.Sweep`."""
+    if len(seeds) == 0 or len(gammas) == 0:
+        raise ValueError(f"{who} needs at least one seed and one gamma")
+    sw = Sweep(gamma=[float(g) for g in gammas], seed=[int(s) for s in seeds])
+    return np.array(sw["gamma"]), np.array(sw["seed"])
+
+
 def train_staircase(
     model,
     data,
@@ -323,11 +332,7 @@ def train_staircase(
     T3 accuracy callbacks when ``data`` is a T3 split (it has ``gates``). Other keyword
     arguments go to :func:`lib.engine.train`. Returns ``(history, gamma_k, seed_k)``.
     """
-    seeds, gammas = [int(s) for s in seeds], [float(g) for g in gammas]
-    if not seeds or not gammas:
-        raise ValueError("train_staircase needs at least one seed and one gamma")
-    gamma_k = np.repeat(gammas, len(seeds))
-    seed_k = np.tile(seeds, len(gammas))
+    gamma_k, seed_k = _gamma_seed_grid(seeds, gammas, "train_staircase")
     params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
     callbacks = dict(train_kwargs.pop("callbacks", None) or {})
     callbacks.update(stair_callbacks(targets, params["E"]))
@@ -541,11 +546,7 @@ def train_bits(
     other keyword arguments go to :func:`lib.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
-    seeds, gammas = [int(s) for s in seeds], [float(g) for g in gammas]
-    if not seeds or not gammas:
-        raise ValueError("train_bits needs at least one seed and one gamma")
-    gamma_k = np.repeat(gammas, len(seeds))
-    seed_k = np.tile(seeds, len(gammas))
+    gamma_k, seed_k = _gamma_seed_grid(seeds, gammas, "train_bits")
     params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
     with torch.no_grad():
         for name in zero_frozen:
