@@ -1,9 +1,13 @@
 """The Order of Learning: the library behind the executable book.
 
-Modules: ``config`` (scale and device), ``init`` (the one init function),
-``models``, ``engine`` (batched training), ``tasks``, ``corpora``, ``signatures``,
-``metrics`` and ``style`` (the figure style). Chapters import what they need:
-``from lib import signatures as sig``.
+Core: ``env`` (scale, device, quietness), ``init`` (the one init function), ``models``
+(the batched models), ``engine`` (batched training), ``sweep`` (labelled grids of
+instances), ``tasks``, ``corpora``, ``signatures``, ``metrics``, ``style`` (the figure
+style) and ``interactive`` (offline slider figures). Per topic: ``staircase``, ``flow``,
+``lm``, ``pretrained``, ``embedstruct`` and ``qkov``. The book: ``config`` (each chapter's
+constants per scale, and ``announce``), ``claims`` (what each chapter checks, for the
+reproduction report), ``booktools`` (the build) and ``bench`` (speed, as ratios).
+Chapters import what they need: ``from lib import signatures as sig``.
 """
 
 __version__ = "0.1.0"
