@@ -277,7 +277,7 @@ def t3_accuracy_callbacks(model, data) -> dict[str, Callable]:
       (the order-1 information) is unknown and 0 once it is learned.
     """
     X, y = data.X, data.y
-    rows = torch.arange(len(y))
+    rows = torch.arange(len(y), device=y.device)
     m = (y - X[:, 0]).abs()
     plus, minus = X[:, 0] + m, X[:, 0] - m
     state: dict = {"step": None}
