@@ -103,43 +103,79 @@ def convert(out_dir: Path, root: Path = ROOT) -> list[Path]:
 # ---------------------------------------------------------------------------
 
 
-def _imported_modules(source: str, package: str = PACKAGE, current: str | None = None) -> set[str]:
-    """Names of ``package`` modules that ``source`` imports (``lib.x`` -> ``x``)."""
-    out: set[str] = set()
+def _module_file(pkg: Path, name: str) -> Path | None:
+    """The file of module ``name`` (dotted, relative to the package; "" is the package)."""
+    base = pkg.joinpath(*name.split(".")) if name else pkg
+    for f in (base.with_suffix(".py") if name else None, base / "__init__.py"):
+        if f is not None and f.is_file():
+            return f
+    return None
+
+
+def _imported_modules(
+    source: str,
+    package: str = PACKAGE,
+    current: str | None = None,
+    is_package: bool = False,
+    pkg: Path | None = None,
+) -> set[str]:
+    """Dotted names (relative to ``package``; "" is the package itself) of the package
+    modules that ``source`` imports, with every parent package they import on the way.
+
+    ``current`` is the importing module's dotted name inside the package (None for code
+    outside it, such as a chapter); relative imports are resolved against it.
+    """
+    pkg = ROOT / package if pkg is None else pkg
+    found: set[str] = set()
+
+    def add(parts: list[str]) -> None:
+        for i in range(len(parts) + 1):
+            found.add(".".join(parts[:i]))
+
+    here = current.split(".") if current else []
+    if current is not None and not is_package:
+        here = here[:-1]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
                 if parts[0] == package:
-                    out.add(parts[1] if len(parts) > 1 else "__init__")
+                    add(parts[1:])
         elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level == 0 and mod.split(".")[0] != package:
+            mod = [p for p in (node.module or "").split(".") if p]
+            if node.level == 0:
+                if not mod or mod[0] != package:
+                    continue
+                base = mod[1:]
+            elif current is None:
                 continue
-            if node.level > 0 and current is None:
-                continue
-            parts = mod.split(".")[1:] if node.level == 0 else [p for p in mod.split(".") if p]
-            if parts:
-                out.add(parts[0])
-            else:  # from lib import a, b  /  from . import a
-                out.update(a.name for a in node.names)
-            out.add("__init__")
-    return out
+            else:
+                base = here[: len(here) - (node.level - 1)] + mod
+            add(base)
+            for a in node.names:  # from lib import engine  /  from . import ch07
+                sub = ".".join(base + [a.name])
+                if _module_file(pkg, sub) is not None:
+                    add(base + [a.name])
+    return found
 
 
 def lib_closure(source: str, root: Path = ROOT, package: str = PACKAGE) -> list[Path]:
     """The ``package`` module files that ``source`` imports, transitively, sorted."""
     pkg = root / package
     seen: set[str] = set()
-    todo = _imported_modules(source, package)
+    files: set[Path] = set()
+    todo = _imported_modules(source, package, pkg=pkg)
     while todo:
         name = todo.pop()
-        f = pkg / f"{name}.py"
-        if name in seen or not f.exists():
+        f = _module_file(pkg, name)
+        if name in seen or f is None:
             continue
         seen.add(name)
-        todo |= _imported_modules(f.read_text(encoding="utf-8"), package, current=name) - seen
-    return sorted(pkg / f"{n}.py" for n in seen)
+        files.add(f)
+        text = f.read_text(encoding="utf-8")
+        is_pkg = f.name == "__init__.py"
+        todo |= _imported_modules(text, package, current=name, is_package=is_pkg, pkg=pkg) - seen
+    return sorted(files)
 
 
 def environment_fingerprint() -> str:

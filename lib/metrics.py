@@ -1,7 +1,8 @@
 r"""Alignment metrics between embeddings and probability signatures (Chapters 1-6).
 
 :math:`R_{\cos}` is the measure of Yao & Xu, *Probability Signature* (arXiv:2509.20124);
-the partial :math:`R_{\cos}` and the onsets are the book's (Chapters 2 and 5).
+the partial :math:`R_{\cos}` and the onsets are the book's (Chapters 2 and 5); reading a
+metric at a matched loss is Chapter 7's.
 
 Everything runs in float64 and accepts torch tensors or numpy arrays. Embeddings
 may carry a leading instance dimension ``K`` (``W`` of shape ``(V, d)`` or
@@ -10,6 +11,8 @@ Signatures are used as given: centre them first (:func:`lib.signatures.centre`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.stats
@@ -202,3 +205,62 @@ __all__ = [
     "effective_rank",
     "onset_step",
 ]
+
+
+def at_matched_loss(loss: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
+    """Each instance's ``values`` where its (logged) loss first falls to ``target``,
+    interpolated linearly in log-loss between the two logging steps around that crossing.
+
+    ``loss`` and ``values`` are (n_logs, K); instances that never reach ``target`` give NaN.
+    """
+    out = np.full(loss.shape[1], np.nan)
+    for k in range(loss.shape[1]):
+        below = np.nonzero(loss[:, k] <= target)[0]
+        if len(below) == 0:
+            continue
+        j = below[0]
+        if j == 0:
+            out[k] = values[0, k]
+            continue
+        l0, l1 = np.log(loss[j - 1, k]), np.log(loss[j, k])
+        w = (l0 - np.log(target)) / (l0 - l1)
+        out[k] = (1 - w) * values[j - 1, k] + w * values[j, k]
+    return out
+
+
+def first_log_below(loss: np.ndarray, target: float) -> np.ndarray:
+    """Index of the first logging step at which each instance's loss is <= target (or -1)."""
+    idx = np.full(loss.shape[1], -1)
+    for k in range(loss.shape[1]):
+        below = np.nonzero(loss[:, k] <= target)[0]
+        idx[k] = below[0] if len(below) else -1
+    return idx
+
+
+class SharperCheck(NamedTuple):
+    """The result of :func:`sharper_at_matched_loss`."""
+
+    holds: bool
+    loss: float  # the matched loss both arms were read at
+    test: np.ndarray  # (S,) distinct mass of the test arm there, per seed
+    ref: np.ndarray  # (S,) the same for the reference arm
+
+
+def sharper_at_matched_loss(loss_test, a_test, loss_ref, a_ref) -> SharperCheck:
+    """The headline check of Chapter 7 (Section 6): at one loss that both arms reach, does
+    the test arm put more attention on the distinct tokens than the reference arm, in every
+    seed?
+
+    ``loss_*`` and ``a_*`` are (n_logs, S) held-out losses and distinct-token masses of the
+    two arms, column ``s`` of each from the same seed. The matched loss is the largest of
+    the instances' lowest logged losses, so every instance reaches it; each instance is
+    read there by :func:`at_matched_loss`. Applied to faster QK (r > 1) against equal
+    rates it should hold; to slower QK (r < 1) it should not (the negative control).
+    """
+    loss_test, loss_ref = np.asarray(loss_test), np.asarray(loss_ref)
+    if loss_test.shape[1] != loss_ref.shape[1]:
+        raise ValueError("the two arms must have the same seeds (columns)")
+    loss = float(max(loss_test.min(0).max(), loss_ref.min(0).max()))
+    t = at_matched_loss(loss_test, np.asarray(a_test), loss)
+    r = at_matched_loss(loss_ref, np.asarray(a_ref), loss)
+    return SharperCheck(bool(np.all(t > r)), loss, t, r)

@@ -152,6 +152,28 @@ def test_transitive_imports_are_followed(toy):
     assert [p.name for p in booktools.lib_closure(code, toy)] == ["__init__.py", "a.py", "c.py"]
 
 
+def test_a_subpackage_module_and_its_relative_imports_are_followed(toy):
+    """A chapter that imports its own experiment module depends on it, on the package's
+    __init__ and on what they import (relative imports included), and on no other
+    chapter's experiment module."""
+    ex = toy / "lib" / "experiments"
+    ex.mkdir()
+    (ex / "__init__.py").write_text("from ..c import X\n")
+    (ex / "ch01_a.py").write_text("from .. import a\nfrom . import X\n")
+    (ex / "ch02_b.py").write_text("from ..b import WORD\n")
+    (toy / "lib" / "a.py").write_text("A = 1\n")
+    (toy / "lib" / "c.py").write_text("X = 3\n")
+    code = "from lib.experiments import ch01_a as ex\n"
+    got = [str(p.relative_to(toy / "lib")) for p in booktools.lib_closure(code, toy)]
+    assert got == [
+        "__init__.py",
+        "a.py",
+        "c.py",
+        "experiments/__init__.py",
+        "experiments/ch01_a.py",
+    ]
+
+
 def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(toy):
     p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
              env={"TOY_SLEEP": "60"})  # fmt: skip

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import qkov, tasks
+from lib import metrics, qkov, reduced, tasks
 from lib.init import init_params
 
 
@@ -116,7 +116,7 @@ def test_fixed_attention_model():
 
 @pytest.mark.parametrize("kind", list(qkov.PARAMETERIZATIONS))
 def test_rhs_is_a_preconditioned_gradient_flow_on_the_reduced_loss(kind):
-    R = qkov.ReducedModel()
+    R = reduced.ReducedModel()
     rng = np.random.default_rng(0)
     for _ in range(5):
         mu = torch.tensor(rng.uniform(0.1, 5, size=2), dtype=torch.float64, requires_grad=True)
@@ -133,7 +133,7 @@ def test_rhs_is_a_preconditioned_gradient_flow_on_the_reduced_loss(kind):
 
 
 def test_closed_form_solves_its_defining_equation():
-    R = qkov.ReducedModel()
+    R = reduced.ReducedModel()
     for r in (0.01, 1.0, 100.0):
         mu_ov = np.linspace(0, 30, 7)
         a = R.alpha_closed_form(mu_ov, r, mu_qk0=0.3, mu_ov0=0.0)
@@ -153,7 +153,7 @@ def test_closed_form_solves_its_defining_equation():
 
 
 def test_invariant_conserved_and_closed_form_matches_ode():
-    R = qkov.ReducedModel()
+    R = reduced.ReducedModel()
     for r in (0.1, 1.0, 10.0):
         sol = R.solve(r, stop_losses=(1e-2,), t_max=1e12)
         inv = R.invariant(sol.y[0], sol.y[1], r)
@@ -196,10 +196,10 @@ def test_agreement_grammar_labels():
 def test_at_matched_loss_interpolates_in_log_loss():
     loss = np.array([[1.0, 1.0], [0.1, 0.5], [0.01, 0.4]])
     vals = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])
-    out = qkov.at_matched_loss(loss, vals, np.sqrt(0.1))  # halfway in log between logs 0 and 1
+    out = metrics.at_matched_loss(loss, vals, np.sqrt(0.1))  # halfway in log between logs 0 and 1
     np.testing.assert_allclose(out[0], 0.5)
     assert np.isnan(out[1])  # never reaches the target
-    np.testing.assert_array_equal(qkov.first_log_below(loss, 0.1), [1, -1])
+    np.testing.assert_array_equal(metrics.first_log_below(loss, 0.1), [1, -1])
 
 
 def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
@@ -207,20 +207,20 @@ def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
     loss = np.array([[1.0, 1.0], [0.1, 0.1], [0.01, 0.01]])
     sharp = np.array([[0.35, 0.35], [0.6, 0.55], [0.8, 0.7]])
     blunt = np.array([[0.35, 0.35], [0.4, 0.45], [0.5, 0.5]])
-    yes = qkov.sharper_at_matched_loss(loss, sharp, loss, blunt)
+    yes = metrics.sharper_at_matched_loss(loss, sharp, loss, blunt)
     assert yes.holds and yes.loss == pytest.approx(0.01)
     np.testing.assert_allclose(yes.test, [0.8, 0.7])
-    assert not qkov.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
+    assert not metrics.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
     # One seed the other way round is enough to fail: the check is per seed.
     mixed = sharp.copy()
     mixed[:, 1] = blunt[:, 1] - 0.01
-    assert not qkov.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
+    assert not metrics.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
     # The matched loss is one that every instance reaches: here the slower arm's lowest.
     slow = np.array([[1.0, 1.0], [0.3, 0.2], [0.1, 0.1]])
-    res = qkov.sharper_at_matched_loss(loss, sharp, slow, blunt)
+    res = metrics.sharper_at_matched_loss(loss, sharp, slow, blunt)
     assert res.loss == pytest.approx(0.1) and np.isfinite(res.test).all()
     with pytest.raises(ValueError):
-        qkov.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
+        metrics.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
 
 
 def test_distinct_mass_bins_and_modal_status():

@@ -1,0 +1,177 @@
+"""One experiment module per chapter: its typed configuration and its plumbing.
+
+Each chapter ``chapters/NN_name.md`` has a module ``lib/experiments/chNN_name.py`` holding
+
+- ``CHAPTER = "NN_name"``, the chapter file's stem;
+- ``Config``, a frozen dataclass that subclasses :class:`ChapterConfig`. Its defaults are
+  the ``book`` scale, and every scientific choice (the init rate γ, the learning rates, the
+  ratio r) is a field named once, explained in the class docstring;
+- ``OVERRIDES = {"ci": {...}, "paper": {...}}``: for each other scale, only the values
+  that change there;
+- the plumbing of the chapter: data loaders, sweep grids, callbacks, the bookkeeping that
+  turns a run into labelled results. The lines that are the argument stay in the page.
+
+A chapter starts with::
+
+    from lib.experiments import announce
+    from lib.experiments import ch07_qk_ov_sharpening as ex
+
+    cfg, device = announce(ex, cpu_threads=1)
+
+Configs validate themselves: a field given a value of the wrong type, or an override
+with an unknown key or one equal to the book default, is refused with one line that
+names the key, the chapter and the scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import pkgutil
+import platform
+import types
+import typing
+from types import ModuleType
+from typing import Any, Literal, Union
+
+import torch
+
+from ..env import SCALES, ConfigError, get_device, get_scale
+
+__all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether ``value`` has the type ``hint`` (the subset of typing that configs use)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _conforms(v, a) for v, a in zip(value, args, strict=True)
+        )
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items()
+        )
+    if hint is float:  # an int is a float; a bool is neither
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin or hint)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChapterConfig:
+    """Base class of every chapter's ``Config``: the scale it is for, and type checks.
+
+    Subclasses are frozen dataclasses; lists are written as tuples, so a config is
+    immutable and hashable.
+    """
+
+    scale: str = "book"
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        where = f"chapter {self.chapter()} at scale {self.scale!r}"
+        if self.scale not in SCALES:
+            raise ConfigError(f"{where}: unknown scale; valid values are: {', '.join(SCALES)}")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not _conforms(value, hints[f.name]):
+                hint = getattr(hints[f.name], "__name__", None) or str(hints[f.name])
+                raise ConfigError(
+                    f"{where}: {f.name}={value!r} is a {type(value).__name__}, "
+                    f"but {f.name} must be {hint.replace('typing.', '')}"
+                )
+
+    @classmethod
+    def chapter(cls) -> str:
+        """The chapter this config belongs to (its module's ``CHAPTER``)."""
+        module = importlib.import_module(cls.__module__)
+        return getattr(module, "CHAPTER", cls.__module__)
+
+
+def config(module: ModuleType, scale: str | None = None) -> ChapterConfig:
+    """The ``Config`` of an experiment module at ``scale`` (default: ``BOOK_SCALE``)."""
+    scale = get_scale() if scale is None else scale
+    chapter = getattr(module, "CHAPTER", module.__name__)
+    if scale not in SCALES:
+        raise ConfigError(
+            f"chapter {chapter}: unknown scale {scale!r}; valid values are: {', '.join(SCALES)}"
+        )
+    cls = module.Config
+    overrides = getattr(module, "OVERRIDES", {})
+    unknown_scales = set(overrides) - (set(SCALES) - {"book"})
+    if unknown_scales:
+        raise ConfigError(
+            f"chapter {chapter}: OVERRIDES has scale(s) {sorted(unknown_scales)}; the book "
+            f"defaults are the Config's own, and the overrides are for: ci, paper"
+        )
+    changes = dict(overrides.get(scale, {}))
+    defaults = cls()
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "scale"]
+    for key, value in changes.items():
+        where = f"chapter {chapter} at scale {scale!r}"
+        if key not in names:
+            near = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; its keys are: {', '.join(names)}"
+            raise ConfigError(f"{where}: unknown config key {key!r}{hint}")
+        if value == getattr(defaults, key) and type(value) is type(getattr(defaults, key)):
+            raise ConfigError(
+                f"{where}: the override {key}={value!r} equals the book default; drop it"
+            )
+    return dataclasses.replace(defaults, scale=scale, **changes)
+
+
+def modules() -> dict[str, ModuleType]:
+    """Every experiment module, by chapter stem."""
+    out = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("ch"):
+            m = importlib.import_module(f"{__name__}.{info.name}")
+            out[m.CHAPTER] = m
+    return out
+
+
+def module_for(chapter: str) -> ModuleType:
+    """The experiment module of ``chapter`` (a chapter file's stem)."""
+    found = modules()
+    if chapter not in found:
+        raise ConfigError(
+            f"no experiment module for chapter {chapter!r}; known chapters: "
+            f"{', '.join(sorted(found))}. Add lib/experiments/ch{chapter}.py"
+        )
+    return found[chapter]
+
+
+def announce(module: ModuleType, cpu_threads: int | None = None):
+    """Print the chapter, scale, device and versions; return ``(cfg, device)``.
+
+    Called in every chapter's first code cell, so the first output of the page says at what
+    scale and on what device its numbers were made. Every model and tensor of the chapter
+    goes to the returned device. ``cpu_threads`` caps torch's threads, on the CPU only (tiny
+    models run faster on one thread of a shared machine; on a GPU the cap would only starve
+    the host side).
+    """
+    cfg = config(module)
+    dev = get_device()
+    torch.manual_seed(0)
+    if cpu_threads is not None and dev.type == "cpu":
+        torch.set_num_threads(int(cpu_threads))
+    print(
+        f"chapter {module.CHAPTER} | BOOK_SCALE={cfg.scale} | device={dev} | "
+        f"torch {torch.__version__} | python {platform.python_version()}"
+    )
+    return cfg, dev
