@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import metrics as M
 from . import signatures as sig
 from .engine import cross_entropy
 from .models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, Transformer, embed_sum
@@ -283,8 +284,7 @@ def attention_distance(A: torch.Tensor) -> torch.Tensor:
 
 def attention_entropy(A: torch.Tensor) -> torch.Tensor:
     """Mean entropy (nats) of the last row of causal attention, (K, B, L, L) -> (K,)."""
-    a = A[..., -1, :]
-    return -(torch.where(a > 0, a * a.clamp_min(1e-30).log(), 0.0)).sum(-1).mean(-1)
+    return M.attention_entropy(A[..., -1, :]).mean(-1)
 
 
 # ----------------------------------------------------------------------------- linear model

@@ -121,11 +121,6 @@ def _standardize(x: torch.Tensor) -> torch.Tensor:
     return x / x.norm(dim=-1, keepdim=True)
 
 
-def _partial(r_xy, r_xz, r_yz):
-    r"""First-order partial correlation :math:`r_{xy\cdot z}=\frac{r_{xy}-r_{xz}r_{yz}}{\sqrt{(1-r_{xz}^2)(1-r_{yz}^2)}}`."""
-    return (r_xy - r_xz * r_yz) / ((1 - r_xz**2) * (1 - r_yz**2)).sqrt()
-
-
 def alignment_curves(
     S_logged,
     signatures: Mapping[str, torch.Tensor],
@@ -179,8 +174,8 @@ def alignment_curves(
         rn = x @ yp.T  # (n_logs, K, n_perm)
         if control is not None and name != control:
             z, zp = pairs[control]
-            r = _partial(r, x @ z, y @ z)
-            rn = _partial(rn, x @ zp.T, (yp * zp).sum(-1))
+            r = M.partial_from_correlations(r, x @ z, y @ z)
+            rn = M.partial_from_correlations(rn, x @ zp.T, (yp * zp).sum(-1))
         flat = rn.flatten(1)
         out[name] = {
             "R": r.numpy(),

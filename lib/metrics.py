@@ -153,6 +153,17 @@ def partial_corr(x, y, z):
     return _out(_pearson(resid(x), resid(y)))
 
 
+def partial_from_correlations(r_xy, r_xz, r_yz):
+    r"""The first-order partial correlation from the three pairwise correlations,
+    :math:`r_{xy\cdot z}=\frac{r_{xy}-r_{xz}r_{yz}}{\sqrt{(1-r_{xz}^2)(1-r_{yz}^2)}}`.
+
+    The same number as :func:`partial_corr` with one control (tested), for callers that
+    already hold the correlations, e.g. of many permutations at once (:mod:`lib.lm`).
+    Tensors in, tensors out, elementwise.
+    """
+    return (r_xy - r_xz * r_yz) / ((1 - r_xz**2) * (1 - r_yz**2)).sqrt()
+
+
 def r_cos_partial(W, phi, phi_control, tokens=None, W0=None, subtract_mean_row=True):
     r"""Partial :math:`R_{\cos}`: correlation of the embedding cosines with ``phi``'s cosines,
     controlling for the cosines of ``phi_control`` (one signature, or a list of them).
@@ -176,6 +187,12 @@ def effective_rank(A):
     return _out(H.exp())
 
 
+def attention_entropy(a: torch.Tensor) -> torch.Tensor:
+    r"""Entropy (nats) of attention distributions over the last axis, :math:`-\sum_t a_t\log
+    a_t` with :math:`0\log 0=0`: ``(..., T) -> (...)``, in ``a``'s dtype and device."""
+    return -(a * a.clamp_min(1e-30).log()).sum(-1)
+
+
 def onset_step(steps, values, threshold: float):
     """The first logged step at which ``values >= threshold``.
 
@@ -193,6 +210,30 @@ def onset_step(steps, values, threshold: float):
     return _out(onset)
 
 
+def relative_onset(steps, curves, frac: float = 0.5, floor: float = 0.0):
+    """Onset of a stair, per instance: the first logged step at which the curve reaches
+    ``max(frac * (its own maximum over the run), floor)``.
+
+    ``curves`` is ``(n_logs, K)``; NaN entries (e.g. step 0) are ignored. The threshold is
+    relative to what each instance's curve measures, so it needs no constant tuned to a
+    run; ``floor`` (e.g. from :func:`lib.staircase.order_noise_floor`) keeps a curve that never rises above noise
+    from getting an onset at all. Returns ``(onset (K,), threshold (K,))`` as numpy arrays;
+    onset is NaN where the curve never reaches the threshold.
+    """
+    if not 0 < frac <= 1:
+        raise ValueError(f"frac must be in (0, 1], got {frac}")
+    curves = np.asarray(curves, dtype=float)
+    if curves.ndim == 1:
+        curves = curves[:, None]
+    peak = np.nanmax(np.where(np.isnan(curves), -np.inf, curves), axis=0)
+    thr = np.maximum(frac * peak, floor)
+    onset = np.full(curves.shape[1], np.nan)
+    for k in range(curves.shape[1]):  # K is a handful of instances
+        if peak[k] > floor:
+            onset[k] = float(onset_step(steps, curves[:, k], float(thr[k])))
+    return onset, thr
+
+
 __all__ = [
     "cosine_similarity_matrix",
     "upper_triangle",
@@ -204,6 +245,9 @@ __all__ = [
     "r_cos_partial",
     "effective_rank",
     "onset_step",
+    "relative_onset",
+    "attention_entropy",
+    "partial_from_correlations",
 ]
 
 

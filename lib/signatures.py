@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from . import models
+
 F64 = torch.float64
 # Pairs bincounted at once in joint_signature: bounds the index tensor to ~128 MiB.
 _PAIR_CHUNK = 1 << 24
@@ -55,10 +57,10 @@ def _rows(rows, V: int, device) -> torch.Tensor:
 
 
 def token_counts(X, V: int) -> torch.Tensor:
-    r"""Count matrix :math:`C_{ns} = c_s(X_n)`, shape ``(N, V)``."""
+    r"""Count matrix :math:`C_{ns} = c_s(X_n)`, shape ``(N, V)``, in float64, from validated
+    token ids (the counting itself is :func:`lib.models.token_counts`)."""
     X, _ = _data(X, None, V)
-    C = torch.zeros(X.shape[0], V, dtype=F64, device=X.device)
-    return C.scatter_add_(1, X, torch.ones_like(X, dtype=F64))
+    return models.token_counts(X, V, F64)
 
 
 def token_rate(X, V: int) -> torch.Tensor:

@@ -32,7 +32,6 @@ from .sweep import Sweep
 
 __all__ = [
     "increment",
-    "onset_steps",
     "OrderTargets",
     "order_targets",
     "parity_targets",
@@ -60,30 +59,6 @@ def increment(E, E0, tokens: Sequence[int], subtract_mean_row: bool = True) -> t
     if subtract_mean_row:
         dE = dE - dE.mean(-2, keepdim=True)
     return dE
-
-
-def onset_steps(steps, curves, frac: float = 0.5, floor: float = 0.0):
-    """Onset of a stair, per instance: the first logged step at which the curve reaches
-    ``max(frac * (its own maximum over the run), floor)``.
-
-    ``curves`` is ``(n_logs, K)``; NaN entries (e.g. step 0) are ignored. The threshold is
-    relative to what each instance's curve measures, so it needs no constant tuned to a
-    run; ``floor`` (e.g. from :func:`order_noise_floor`) keeps a curve that never rises above noise
-    from getting an onset at all. Returns ``(onset (K,), threshold (K,))`` as numpy arrays;
-    onset is NaN where the curve never reaches the threshold.
-    """
-    if not 0 < frac <= 1:
-        raise ValueError(f"frac must be in (0, 1], got {frac}")
-    curves = np.asarray(curves, dtype=float)
-    if curves.ndim == 1:
-        curves = curves[:, None]
-    peak = np.nanmax(np.where(np.isnan(curves), -np.inf, curves), axis=0)
-    thr = np.maximum(frac * peak, floor)
-    onset = np.full(curves.shape[1], np.nan)
-    for k in range(curves.shape[1]):  # K is a handful of instances
-        if peak[k] > floor:
-            onset[k] = float(M.onset_step(steps, curves[:, k], float(thr[k])))
-    return onset, thr
 
 
 def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
@@ -260,10 +235,10 @@ def stair_onsets(steps, curve, floor: float, frac: float = 0.5):
     """Onset of a stair per instance: first step at which the partial R reaches
     ``max(frac * its maximum, floor)``; ``inf`` where it never exceeds ``floor``.
 
-    Same rule as :func:`onset_steps`, with ``inf`` (not NaN) for a stair that never
+    Same rule as :func:`lib.metrics.relative_onset`, with ``inf`` (not NaN) for a stair that never
     comes, so that ``onset0 < onset1`` fails when order 1 never rises.
     """
-    on, _ = onset_steps(steps, curve, frac=frac, floor=floor)
+    on, _ = M.relative_onset(steps, curve, frac=frac, floor=floor)
     return np.where(np.isnan(on), np.inf, on)
 
 

@@ -86,6 +86,19 @@ def _shuffle(g: torch.Generator, *tensors: torch.Tensor) -> tuple[torch.Tensor, 
     return tuple(t[perm] for t in tensors)
 
 
+def _subset(
+    g: torch.Generator, X, y, mask, vocab: int, groups: dict, name: str, tag: str
+) -> TaskData | None:
+    """The rows of ``(X, y)`` under ``mask``, shuffled with ``g``, as a :class:`TaskData`
+    named ``"name (tag)"``; None when ``mask`` selects nothing."""
+    if not bool(mask.any()):
+        return None
+    Xs, ys = _shuffle(g, X[mask], y[mask])
+    return TaskData(
+        Xs, ys, vocab, vocab, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
+    )
+
+
 def _random_keys(g: torch.Generator, shape: tuple[int, ...], lo, hi) -> torch.Tensor:
     """Uniform integers in [lo, hi] (inclusive); ``lo``/``hi`` may be per-row tensors."""
     u = torch.rand(shape, generator=g, dtype=torch.float64)
@@ -226,19 +239,11 @@ def composite_addition(
     }
     name = "T2 interval composite addition" if intervals else "T1 composite addition"
 
-    def split(mask: torch.Tensor, tag: str) -> TaskData | None:
-        if not bool(mask.any()):
-            return None
-        Xs, ys = _shuffle(g, X[mask], y[mask])
-        return TaskData(
-            Xs, ys, vocab, vocab, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
-        )
-
-    train = split(~test_mask, "train")
+    train = _subset(g, X, y, ~test_mask, vocab, groups, name, "train")
     assert train is not None
     return Task(
         train=train,
-        test=split(test_mask, "test"),
+        test=_subset(g, X, y, test_mask, vocab, groups, name, "test"),
         info_order=0,
         description=(
             f"{name}: y = z + a1 + a2 for reasoning pairs, a per-pair key permutation for memory "
@@ -299,18 +304,10 @@ def _gated(
         "gates": [T3_GATE_PLUS, T3_GATE_MINUS],
     }
 
-    def split(mask: torch.Tensor, tag: str) -> TaskData | None:
-        if not bool(mask.any()):
-            return None
-        Xs, ys = _shuffle(g, X[mask], y[mask])
-        return TaskData(
-            Xs, ys, T3_VOCAB, T3_VOCAB, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
-        )
-
-    train = split(~test_mask, "train")
+    train = _subset(g, X, y, ~test_mask, T3_VOCAB, groups, name, "train")
     if train is None:
         raise ValueError(f"test_fraction={test_fraction} leaves no training data")
-    return train, split(test_mask, "test")
+    return train, _subset(g, X, y, test_mask, T3_VOCAB, groups, name, "test")
 
 
 def gated_addition(

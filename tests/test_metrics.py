@@ -161,3 +161,19 @@ def test_shape_errors():
         M.r_cos(rng.normal(size=(V, d)), rng.normal(size=(V + 1, n)))
     with pytest.raises(ValueError):
         M.onset_step([0, 1], [0.1, 0.2, 0.3], 0.5)
+
+
+def test_partial_from_correlations_is_partial_corr_with_one_control():
+    g = torch.Generator().manual_seed(0)
+    x, y, z = torch.randn(3, 50, generator=g, dtype=torch.float64)
+    y = y + 0.5 * z
+    r = lambda a, b: float(np.corrcoef(a, b)[0, 1])
+    t = lambda v: torch.tensor(v, dtype=torch.float64)
+    got = M.partial_from_correlations(t(r(x, y)), t(r(x, z)), t(r(y, z)))
+    assert abs(float(got) - float(M.partial_corr(x, y, z))) < 1e-12
+
+
+def test_attention_entropy_is_zero_for_one_hot_and_log_t_for_uniform():
+    a = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    H = M.attention_entropy(a)
+    assert float(H[0]) == 0.0 and abs(float(H[1]) - math.log(4)) < 1e-12
