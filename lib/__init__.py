@@ -1,13 +1,19 @@
 """The Order of Learning: the library behind the executable book.
 
-Core: ``env`` (scale, device, quietness), ``init`` (the one init function), ``models``
-(the batched models), ``engine`` (batched training), ``sweep`` (labelled grids of
-instances), ``tasks``, ``corpora``, ``signatures``, ``metrics``, ``style`` (the figure
-style) and ``interactive`` (offline slider figures). Per topic: ``staircase``, ``flow``,
-``lm``, ``pretrained``, ``embedstruct`` and ``qkov``. The book: ``config`` (each chapter's
-constants per scale, and ``announce``), ``claims`` (what each chapter checks, for the
-reproduction report), ``booktools`` (the build) and ``bench`` (speed, as ratios).
-Chapters import what they need: ``from lib import signatures as sig``.
+Core: ``env`` (scale, device, quietness, ``ConfigError``), ``init`` (the one init
+function), ``models`` (the batched models), ``engine`` (batched training), ``sweep``
+(labelled grids of instances), ``tasks`` (the synthetic tasks), ``corpora`` (offline
+corpora and tokenizers), ``signatures`` (probability signatures), ``metrics`` (alignment,
+partial correlation, onsets, attention entropy, matched-loss reading), ``style`` (the
+figure style and palettes) and ``interactive`` (offline slider figures). Per topic:
+``staircase`` (the context staircase), ``flow`` (the gradient-flow expansions), ``lm``
+(language-model training and alignment curves), ``pretrained`` (a pretrained model's
+embedding), ``embedstruct`` (embedding structure), ``qkov`` (the QK/OV attention models)
+and ``reduced`` (their reduced two-scalar theory). The book: ``experiments`` (one module
+per chapter, ``experiments.chNN_name``: its typed ``Config`` and plumbing, and
+``announce``), ``claims`` (what each chapter checks, for the reproduction report),
+``booktools`` (the build) and ``bench`` (speed, as ratios). Chapters import what they
+need: ``from lib import signatures as sig``.
 """
 
 __version__ = "0.1.0"

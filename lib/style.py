@@ -49,6 +49,10 @@ PARAMETERIZATION_COLORS = {
 }
 SIMILARITY_CMAP = "RdBu_r"
 FIGSIZE = (5.0, 3.2)
+# The book's standard figure widths (inches) by number of panel columns, and the height of
+# one row of panels: every multi-panel figure is drawn at one of these sizes (subplots).
+WIDTHS = {1: 5.0, 2: 10.5, 3: 14.0, 4: 15.0}
+ROW_HEIGHT = 3.5
 
 
 def use_book_style() -> None:
@@ -66,6 +70,19 @@ def use_book_style() -> None:
             "image.cmap": SIMILARITY_CMAP,
         }
     )
+
+
+def figsize(ncols: int = 1, nrows: int = 1, row_height: float = ROW_HEIGHT):
+    """The book's size for a figure of ``nrows`` x ``ncols`` panels: one of the standard
+    widths (four columns and more share the widest) and ``row_height`` per row."""
+    if ncols < 1 or nrows < 1:
+        raise ValueError(f"a figure needs at least one row and one column, got {nrows}x{ncols}")
+    return (WIDTHS[min(ncols, max(WIDTHS))], row_height * nrows)
+
+
+def subplots(nrows: int = 1, ncols: int = 1, row_height: float = ROW_HEIGHT, **kw):
+    """``plt.subplots`` at the book's standard size for that many panels."""
+    return plt.subplots(nrows, ncols, figsize=figsize(ncols, nrows, row_height), **kw)
 
 
 def similarity_heatmap(ax, S, labels=None, title=None, vmax=1.0, colorbar=True):

@@ -345,10 +345,8 @@ def gated_addition(
     removes labels ``{z+m, z-m}`` from both gates and from both anchors of the pair, so
     identities 1 and 2 still hold exactly on the train set.
     """
-    train, test = _gated(seed, reps, noise_keys, test_fraction, naive=False)
     return Task(
-        train=train,
-        test=test,
+        *_gated(seed, reps, noise_keys, test_fraction, naive=False),
         info_order=1,
         description=(
             "T3 gated addition: y = z + s*ceil(a/2), s = +1 iff (g = g+) XNOR (a odd); "
@@ -371,10 +369,8 @@ def gated_addition_naive(
     anchors differ at order 0 by magnitude only. The held-out split takes ``(z, a)`` blocks with
     both gates. Labels lie in 28..99.
     """
-    train, test = _gated(seed, reps, noise_keys, test_fraction, naive=True)
     return Task(
-        train=train,
-        test=test,
+        *_gated(seed, reps, noise_keys, test_fraction, naive=True),
         info_order=0,
         description=(
             "T3 naive gated addition: y = z + s*a, s = +1 iff (g = g+) XNOR (a odd); the gate "

@@ -9,8 +9,8 @@ import pytest
 import torch
 import yaml
 
-from lib import booktools
-from lib.config import SCALES, ConfigError, chapter_config, get_device, get_scale, scale_warning
+from lib import booktools, experiments
+from lib.env import SCALES, ConfigError, get_device, get_scale, scale_warning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,15 +54,69 @@ def test_bad_input_is_one_line_without_a_traceback(tmp_path):
     assert p.stderr.startswith("error: BOOK_DEVICE='meta'") and "Traceback" not in p.stderr
 
 
-def test_every_chapter_has_a_config_for_every_scale():
-    chapters = sorted(p.stem for p in (ROOT / "chapters").glob("*.md"))
-    assert chapters, "no chapters"
-    for ch in chapters:
-        for s in SCALES:
-            cfg = chapter_config(ch, s)
-            assert cfg["scale"] == s
-    with pytest.raises(ConfigError, match="known chapters"):
-        chapter_config("99_nonexistent", "ci")
+CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_has_a_valid_config_at_every_scale_and_announces_it(md):
+    """Each chapter has its experiment module; its Config builds at every scale (so every
+    override names a real key, has the right type and changes a value); the chapter's first
+    code cell announces that module."""
+    module = experiments.module_for(md.stem)
+    for s in SCALES:
+        cfg = experiments.config(module, s)
+        assert cfg.scale == s and cfg.chapter() == md.stem
+    first = [c.source for c in booktools.check_chapter(md).cells if c.cell_type == "code"][0]
+    name = module.__name__.rsplit(".", 1)[-1]
+    assert f"from lib.experiments import {name} as ex" in first and "announce(ex" in first, (
+        f"{md.name}: the first code cell must import {name} as ex and call announce(ex)"
+    )
+
+
+def test_a_chapter_without_an_experiment_module_is_named_with_the_fix():
+    with pytest.raises(ConfigError, match="known chapters.*Add lib/experiments/ch99_nonexistent"):
+        experiments.module_for("99_nonexistent")
+
+
+def test_bad_overrides_are_refused_naming_key_chapter_and_scale(monkeypatch):
+    from lib.experiments import ch01_signatures as m
+
+    cases = [
+        ({"bpe_vocb": 512}, "chapter 01_signatures at scale 'ci': unknown config key 'bpe_vocb'; did you mean 'bpe_vocab'"),
+        ({"bpe_vocab": "512"}, "chapter 01_signatures at scale 'ci': bpe_vocab='512' is a str, but bpe_vocab must be int"),
+        ({"t1_reps": 2}, "chapter 01_signatures at scale 'ci': the override t1_reps=2 equals the book default"),
+    ]  # fmt: skip
+    for override, message in cases:
+        monkeypatch.setattr(m, "OVERRIDES", {"ci": override})
+        with pytest.raises(ConfigError) as err:
+            experiments.config(m, "ci")
+        assert str(err.value).startswith(message), str(err.value)
+        assert "\n" not in str(err.value)
+    monkeypatch.setattr(m, "OVERRIDES", {"book": {"t1_reps": 3}})
+    with pytest.raises(ConfigError, match="the overrides are for: ci, paper"):
+        experiments.config(m, "ci")
+    with pytest.raises(ConfigError, match="unknown scale 'huge'"):
+        experiments.config(m, "huge")
+
+
+def test_configs_are_frozen():
+    import dataclasses
+
+    from lib.experiments import ch01_signatures as m
+
+    cfg = experiments.config(m, "ci")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.t1_reps = 5
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_cells_are_short(md):
+    """A chapter's code cells are at most 40 lines: the page shows the argument, the
+    experiment module holds the plumbing."""
+    nb = booktools.check_chapter(md)
+    for i, c in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        n = len(c.source.splitlines())
+        assert n <= 40, f"{md.name}: code cell {i} has {n} lines (at most 40)"
 
 
 def test_chapters_are_runnable_myst_notebooks_and_in_toc():
@@ -134,3 +188,13 @@ def test_every_figure_has_a_caption_and_is_referenced(md):
         fig = cell.metadata.get("mystnb", {}).get("figure", {})
         assert fig.get("caption") and fig.get("name"), f"{md.name}: a figure without caption/name"
         assert fig["name"] in text, f"{md.name}: figure {fig['name']} is never referenced"
+
+
+def test_the_library_docstring_names_every_module():
+    import pkgutil
+
+    import lib
+
+    names = [m.name for m in pkgutil.iter_modules(lib.__path__)]
+    missing = [n for n in names if f"``{n}``" not in lib.__doc__]
+    assert not missing, f"lib/__init__.py's docstring does not name: {missing}"

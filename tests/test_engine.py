@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.config import ConfigError
+from lib.env import ConfigError
 from lib.engine import TrainingDivergedError, cross_entropy, log_steps, train
 from lib.init import ParamSpec, init_params
 from lib.models import EmbMLP, LinearEmb, Transformer, build, embed_sum

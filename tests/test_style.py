@@ -1,0 +1,23 @@
+"""lib/style.py: standard figure sizes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from lib import style  # noqa: E402
+
+
+def test_standard_sizes_grow_with_columns_and_rows_and_stop_at_the_page_width():
+    widths = [style.figsize(n)[0] for n in range(1, 7)]
+    assert widths == sorted(widths) and widths[-1] == max(style.WIDTHS.values())
+    assert style.figsize(2, 3)[1] == 3 * style.ROW_HEIGHT
+    with pytest.raises(ValueError, match="at least one row"):
+        style.figsize(0)
+
+
+def test_subplots_uses_the_standard_size():
+    fig, axes = style.subplots(2, 3)
+    assert tuple(fig.get_size_inches()) == pytest.approx(style.figsize(3, 2))
+    assert axes.shape == (2, 3)
