@@ -91,8 +91,8 @@ FAMILIES = ("Emb-MLP (SiLU)", "linear embedding", "transformer (1 layer)")
 
 
 def _data(V, L, N=4096, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, V, (N, L), generator=g), torch.randint(0, V, (N,), generator=g)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, V, (N, L), generator=gen), torch.randint(0, V, (N,), generator=gen)
 
 
 def _time(fn, repeats=3):

@@ -148,9 +148,9 @@ def _batch_stream(data, optimizer: str, batch_size: int | None, seed: int) -> Ca
 
 def _clip_per_instance(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
     """Scale each instance's gradient so that its global norm is at most ``clip``."""
-    gnorm = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads))
+    gnorm = torch.sqrt(sum(grad.flatten(1).pow(2).sum(1) for grad in grads))
     scale = torch.clamp(clip / (gnorm + 1e-12), max=1.0)
-    return [g * _bcast(scale, g) for g in grads]
+    return [grad * _bcast(scale, grad) for grad in grads]
 
 
 @dataclass(frozen=True)
@@ -162,26 +162,26 @@ class _Hyper:
     decoupled: bool  # AdamW: decay the weights, not the gradient
 
 
-def _sgd_step(p, g, st: dict, eta, t: int, h: _Hyper) -> None:
+def _sgd_step(p, grad, st: dict, eta, t: int, h: _Hyper) -> None:
     """Plain (or heavy-ball momentum) SGD, L2 weight decay in the gradient."""
     if h.weight_decay:
-        g = g + h.weight_decay * p
+        grad = grad + h.weight_decay * p
     if h.momentum:
         buf = st.get("m")
-        buf = g.clone() if buf is None else buf.mul_(h.momentum).add_(g)
-        st["m"], g = buf, buf
-    p.sub_(eta * g)
+        buf = grad.clone() if buf is None else buf.mul_(h.momentum).add_(grad)
+        st["m"], grad = buf, buf
+    p.sub_(eta * grad)
 
 
-def _adam_step(p, g, st: dict, eta, t: int, h: _Hyper) -> None:
+def _adam_step(p, grad, st: dict, eta, t: int, h: _Hyper) -> None:
     """Adam (L2 decay in the gradient) or AdamW (decoupled decay), bias-corrected."""
     b1, b2 = h.betas
     if not h.decoupled and h.weight_decay:
-        g = g + h.weight_decay * p
+        grad = grad + h.weight_decay * p
     if "m" not in st:
         st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
-    st["m"].mul_(b1).add_(g, alpha=1 - b1)
-    st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+    st["m"].mul_(b1).add_(grad, alpha=1 - b1)
+    st["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
     if h.decoupled and h.weight_decay:
         p.mul_(1 - eta * h.weight_decay)
     # p -= eta * mhat / (sqrt(vhat) + eps), in as few passes as possible
@@ -273,15 +273,15 @@ def train(
     device = next(iter(params.values())).device
     groups = {s.group for s in specs.values()}
     group_lr = dict(group_lr or {})
-    for g in group_lr:
-        if g not in groups:
+    for group in group_lr:
+        if group not in groups:
             raise ConfigError(
-                f"group_lr names group {g!r}, which {type(model).__name__} lacks ({sorted(groups)})"
+                f"group_lr names group {group!r}, which {type(model).__name__} lacks ({sorted(groups)})"
             )
     base_lr = per_instance(lr, K, "lr", torch.float32, device, nonnegative=True)
     lrs = {
-        g: per_instance(v, K, f"group_lr[{g!r}]", torch.float32, device, nonnegative=True)
-        for g, v in group_lr.items()
+        group: per_instance(v, K, f"group_lr[{group!r}]", torch.float32, device, nonnegative=True)
+        for group, v in group_lr.items()
     }
     trained = {n: p for n, p in params.items() if n not in frozen}
     lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
@@ -310,8 +310,8 @@ def train(
             with torch.no_grad():
                 if clip is not None:
                     grads = _clip_per_instance(grads, clip)
-                for (name, p), g in zip(trained.items(), grads, strict=True):
-                    step_fn(p, g, state[name], lr_of[name] * mult, step + 1, hyper)
+                for (name, p), grad in zip(trained.items(), grads, strict=True):
+                    step_fn(p, grad, state[name], lr_of[name] * mult, step + 1, hyper)
             bar.update(1)
     finally:
         bar.close()

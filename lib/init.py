@@ -78,17 +78,19 @@ def init_params(
     if K == 0:
         raise ValueError("init_params needs at least one seed")
     group_gamma = dict(group_gamma or {})
-    for g in group_gamma:
-        if g not in GROUPS:
-            raise ValueError(f"group_gamma names unknown group {g!r}; valid groups: {GROUPS}")
+    for group in group_gamma:
+        if group not in GROUPS:
+            raise ValueError(f"group_gamma names unknown group {group!r}; valid groups: {GROUPS}")
     base = per_instance(gamma, K, "gamma")
-    gammas = {g: per_instance(v, K, f"group_gamma[{g!r}]") for g, v in group_gamma.items()}
+    gammas = {
+        group: per_instance(v, K, f"group_gamma[{group!r}]") for group, v in group_gamma.items()
+    }
     out = {name: torch.empty((K, *spec.shape), dtype=dtype) for name, spec in specs.items()}
     for k, seed in enumerate(seeds):
         gen = torch.Generator().manual_seed(int(seed))
         for name, spec in specs.items():
-            g = gammas.get(spec.group, base)[k]
-            std = float(spec.fan_in) ** (-float(g))
+            gamma = gammas.get(spec.group, base)[k]
+            std = float(spec.fan_in) ** (-float(gamma))
             out[name][k] = (
                 torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(dtype) * std
             )

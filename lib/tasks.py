@@ -75,33 +75,33 @@ class Task:
 
 
 def _generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(int(seed))
-    return g
+    gen = torch.Generator()
+    gen.manual_seed(int(seed))
+    return gen
 
 
-def _shuffle(g: torch.Generator, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _shuffle(gen: torch.Generator, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Apply one seeded row permutation to all tensors (the design is enumerated in order)."""
-    perm = torch.randperm(tensors[0].shape[0], generator=g)
+    perm = torch.randperm(tensors[0].shape[0], generator=gen)
     return tuple(t[perm] for t in tensors)
 
 
 def _subset(
-    g: torch.Generator, X, y, mask, vocab: int, groups: dict, name: str, tag: str
+    gen: torch.Generator, X, y, mask, vocab: int, groups: dict, name: str, tag: str
 ) -> TaskData | None:
     """The rows of ``(X, y)`` under ``mask``, shuffled with ``g``, as a :class:`TaskData`
     named ``"name (tag)"``; None when ``mask`` selects nothing."""
     if not bool(mask.any()):
         return None
-    Xs, ys = _shuffle(g, X[mask], y[mask])
+    Xs, ys = _shuffle(gen, X[mask], y[mask])
     return TaskData(
         Xs, ys, vocab, vocab, {k: list(v) for k, v in groups.items()}, f"{name} ({tag})"
     )
 
 
-def _random_keys(g: torch.Generator, shape: tuple[int, ...], lo, hi) -> torch.Tensor:
+def _random_keys(gen: torch.Generator, shape: tuple[int, ...], lo, hi) -> torch.Tensor:
     """Uniform integers in [lo, hi] (inclusive); ``lo``/``hi`` may be per-row tensors."""
-    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    u = torch.rand(shape, generator=gen, dtype=torch.float64)
     lo = torch.as_tensor(lo, dtype=torch.int64)
     hi = torch.as_tensor(hi, dtype=torch.int64)
     if lo.ndim == 1:  # per-row bounds broadcast over the trailing positions
@@ -119,12 +119,18 @@ T1_REASONING = list(range(11, 21))
 
 
 def _place(
-    g: torch.Generator, z: torch.Tensor, a1: torch.Tensor, a2: torch.Tensor, seq_len: int, klo, khi
+    gen: torch.Generator,
+    z: torch.Tensor,
+    a1: torch.Tensor,
+    a2: torch.Tensor,
+    seq_len: int,
+    klo,
+    khi,
 ) -> torch.Tensor:
     """Sequences of noise keys in [klo, khi] with ``z, a1, a2`` written at a random position p."""
     n = z.shape[0]
-    X = _random_keys(g, (n, seq_len), klo, khi)
-    p = torch.randint(0, seq_len - 2, (n,), generator=g)
+    X = _random_keys(gen, (n, seq_len), klo, khi)
+    p = torch.randint(0, seq_len - 2, (n,), generator=gen)
     rows = torch.arange(n)
     X[rows, p] = z
     X[rows, p + 1] = a1
@@ -176,7 +182,7 @@ def composite_addition(
         seq_len = 3
     if seq_len < 3:
         raise ValueError(f"seq_len must be >= 3 to hold a key and two anchors, got {seq_len}")
-    g = _generator(seed)
+    gen = _generator(seed)
     keys = torch.tensor(T1_KEYS)
     n_keys = len(T1_KEYS)
 
@@ -214,7 +220,7 @@ def composite_addition(
 
     # Memory labels: one permutation of the key set per memory pair (a1, a2), indexed by
     # pair id (a1-1)*10 + (a2-1); pi[pair, z-21] is the label.
-    perms = torch.stack([torch.randperm(n_keys, generator=g) for _ in range(len(T1_MEMORY) ** 2)])
+    perms = torch.stack([torch.randperm(n_keys, generator=gen) for _ in range(len(T1_MEMORY) ** 2)])
     memory_table = keys[perms]  # (100, 100)
     is_mem = a1 <= T1_MEMORY[-1]
     pair_id = ((a1 - 1) * len(T1_MEMORY) + (a2 - 1)).clamp(0, len(T1_MEMORY) ** 2 - 1)
@@ -222,7 +228,7 @@ def composite_addition(
     y = torch.where(is_mem, y_mem, z + a1 + a2)
 
     if noise_keys:
-        X = _place(g, z, a1, a2, seq_len, klo, khi)
+        X = _place(gen, z, a1, a2, seq_len, klo, khi)
     else:
         X = torch.stack([z, a1, a2], dim=1)
 
@@ -239,11 +245,11 @@ def composite_addition(
     }
     name = "T2 interval composite addition" if intervals else "T1 composite addition"
 
-    train = _subset(g, X, y, ~test_mask, vocab, groups, name, "train")
+    train = _subset(gen, X, y, ~test_mask, vocab, groups, name, "train")
     assert train is not None
     return Task(
         train=train,
-        test=_subset(g, X, y, test_mask, vocab, groups, name, "test"),
+        test=_subset(gen, X, y, test_mask, vocab, groups, name, "test"),
         info_order=0,
         description=(
             f"{name}: y = z + a1 + a2 for reasoning pairs, a per-pair key permutation for memory "
@@ -266,7 +272,7 @@ T3_VOCAB = 102
 def _gated(
     seed: int, reps: int, noise_keys: int, test_fraction: float, naive: bool
 ) -> tuple[TaskData, TaskData | None]:
-    g = _generator(seed)
+    gen = _generator(seed)
     keys = torch.tensor(T3_KEYS)
     anchors = torch.tensor(T3_ANCHORS)
     gates = torch.tensor([T3_GATE_PLUS, T3_GATE_MINUS])
@@ -286,13 +292,13 @@ def _gated(
     n_blocks = len(T3_KEYS) * n_m
     n_test = int(round(test_fraction * n_blocks))
     test_blocks = torch.zeros(n_blocks, dtype=torch.bool)
-    test_blocks[torch.randperm(n_blocks, generator=g)[:n_test]] = True
+    test_blocks[torch.randperm(n_blocks, generator=gen)[:n_test]] = True
     test_mask = test_blocks[block]
 
     z, a, gate, y, test_mask = (t.repeat(reps) for t in (z, a, gate, y, test_mask))
     cols = [z[:, None], a[:, None], gate[:, None]]
     if noise_keys > 0:
-        cols.append(_random_keys(g, (z.shape[0], noise_keys), T3_KEYS[0], T3_KEYS[-1]))
+        cols.append(_random_keys(gen, (z.shape[0], noise_keys), T3_KEYS[0], T3_KEYS[-1]))
     X = torch.cat(cols, dim=1)
 
     name = "T3 naive gated addition" if naive else "T3 gated addition"
@@ -304,10 +310,10 @@ def _gated(
         "gates": [T3_GATE_PLUS, T3_GATE_MINUS],
     }
 
-    train = _subset(g, X, y, ~test_mask, T3_VOCAB, groups, name, "train")
+    train = _subset(gen, X, y, ~test_mask, T3_VOCAB, groups, name, "train")
     if train is None:
         raise ValueError(f"test_fraction={test_fraction} leaves no training data")
-    return train, _subset(g, X, y, test_mask, T3_VOCAB, groups, name, "test")
+    return train, _subset(gen, X, y, test_mask, T3_VOCAB, groups, name, "test")
 
 
 def gated_addition(
@@ -398,11 +404,11 @@ def modular_addition(seed: int, p: int = 23, test_fraction: float = 0.3) -> Task
     """
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction}")
-    g = _generator(seed)
+    gen = _generator(seed)
     a, b = (t.reshape(-1) for t in torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij"))
     X = torch.stack([a, b], dim=1)
     y = (a + b) % p
-    perm = torch.randperm(p * p, generator=g)
+    perm = torch.randperm(p * p, generator=gen)
     n_test = int(round(test_fraction * p * p))
     test_idx, train_idx = perm[:n_test], perm[n_test:]
     groups = {"tokens": list(range(p))}
@@ -544,7 +550,7 @@ def synonym_groups(
         raise ValueError("need n_keys, n_groups, group_size >= 2 and 0 < keep < 1")
     if n_keys > 50 or n_groups * group_size > 19:
         raise ValueError("keys must fit in 10..59 and members in 60..78")
-    g = _generator(seed)
+    gen = _generator(seed)
     keys = torch.arange(10, 10 + n_keys)
     members = torch.arange(60, 60 + n_groups * group_size)
     group = (members - 60) // group_size
@@ -553,9 +559,9 @@ def synonym_groups(
     X = torch.stack([z, s], 1)
     y = z + (s - 60) // group_size + 1
     held = (s - 60) % group_size == group_size - 1
-    kept = torch.rand(z.shape[0], generator=g) < keep
+    kept = torch.rand(z.shape[0], generator=gen) < keep
     tr, un = ~held & kept, ~held & ~kept
-    shuffled = group[torch.randperm(group.numel(), generator=g)]
+    shuffled = group[torch.randperm(group.numel(), generator=gen)]
     return SynonymGroups(
         train=(X[tr], y[tr]),
         unseen=(X[un], y[un]),
@@ -726,7 +732,7 @@ def gated_parity_bits(
     hp, hm, kp, km = nxt + 2, nxt + 3, nxt + 4, nxt + 5
     B = n_keys + n_anchors + 1
     if order2:
-        z, a, h, k, g = (
+        z, a, h, k, gen = (
             t.reshape(-1)
             for t in torch.meshgrid(
                 key_ids,
@@ -738,20 +744,20 @@ def gated_parity_bits(
             )
         )
         reps = torch.where(h == hp, h_weights[0], h_weights[1])
-        z, a, h, k, g = (t.repeat_interleave(reps) for t in (z, a, h, k, g))
-        X = torch.stack([z, a, h, k, g], 1)
+        z, a, h, k, gen = (t.repeat_interleave(reps) for t in (z, a, h, k, gen))
+        X = torch.stack([z, a, h, k, gen], 1)
         same = (h == hp) == (k == kp)
         s2 = torch.where(same == (((a + 1) // 2) % 2 == 1), 1, -1)
         vocab = nxt + 6
     else:
-        z, a, g = (
+        z, a, gen = (
             t.reshape(-1)
             for t in torch.meshgrid(key_ids, anchors, torch.tensor([gp, gm]), indexing="ij")
         )
-        X = torch.stack([z, a, g], 1)
+        X = torch.stack([z, a, gen], 1)
         s2 = None
         vocab = nxt + 2
-    s1 = torch.where((g == gp) == (a % 2 == 1), 1, -1)
+    s1 = torch.where((gen == gp) == (a % 2 == 1), 1, -1)
     y = (z - key_ids[0]) + a + B * (s1 == -1)
     if s2 is not None:
         y = y + 2 * B * (s2 == -1)
