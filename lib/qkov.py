@@ -1,4 +1,4 @@
-"""Single-query attention with collapsed or factorized QK/OV circuits, and its reduced theory.
+"""Single-query attention with collapsed or factorized QK/OV circuits (Chapter 7).
 
 The network is the one of the official code of Vashisht and Ramaswamy (ICML 2026,
 ``vashisht2026faster``; repository ``vashishtrahul/Faster-Query-Key-Learning-Sharpens-
@@ -12,20 +12,18 @@ with ``W_QK`` collapsed or ``W_Q^T W_K`` (factorized) and ``W_OV`` collapsed or 
 The paper's names: FA/CA = factorized/collapsed **A**ttention (QK), FO/CO = factorized /
 collapsed **O**utput (OV), so FAFO, FACO, CAFO, CACO.
 
-The reduced theory (the official README's ODE; Chapter 7, Sections 3 and 4): two scalars,
-the QK strength ``mu_qk`` and the OV strength ``mu_ov``, with relevant attention mass
-``alpha = m e^mu_qk / (m e^mu_qk + n)`` and loss ``log(1 + (M-1) e^{-alpha mu_ov})``.
-
-Also here: the fixed-attention OV model (the paper's Fig 3, Chapter 7 Section 5), helpers
-that read metrics at a matched loss from logged weight snapshots, the official code's saved
-outputs (``OFFICIAL_*``), and a subject-verb-agreement grammar with attractors, an offline
-stand-in for the paper's SVA data.
+Here: the model, the official code's inits, its attention metrics, the conserved
+(balancedness) matrices and the collapsed-matrix flow of factorized circuits (Section 2),
+the fixed-attention OV model (the paper's Fig 3, Section 5), the init rate of PyTorch's
+default init, and the projection of collapsed weights onto the reduced theory's two
+scalars (Section 4). The reduced theory itself is :mod:`lib.reduced`; the Scan-and-Snap
+data and the agreement grammar are :mod:`lib.tasks`; the chapter's training plumbing and
+the official code's saved outputs are :mod:`lib.experiments.ch07_qk_ov_sharpening`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -213,12 +211,12 @@ def balancedness(model: SingleQueryAttention, params) -> dict[str, torch.Tensor]
     and W_O^T W_O - W_V W_V^T for W_OV = W_O W_V, each (K, d, d), with the Grams' scale."""
     out = {}
     if model.qk == "factorized":
-        Q, Kk = params["W_Q"], params["W_K"]
-        gq, gk = Q @ Q.transpose(-1, -2), Kk @ Kk.transpose(-1, -2)
+        W_Q, W_K = params["W_Q"], params["W_K"]
+        gq, gk = W_Q @ W_Q.transpose(-1, -2), W_K @ W_K.transpose(-1, -2)
         out["qk"], out["qk_scale"] = gq - gk, gq.flatten(1).norm(dim=1) + gk.flatten(1).norm(dim=1)
     if model.ov == "factorized":
-        O, Vv = params["W_O"], params["W_V"]
-        go, gv = O.transpose(-1, -2) @ O, Vv @ Vv.transpose(-1, -2)
+        W_O, W_V = params["W_O"], params["W_V"]
+        go, gv = W_O.transpose(-1, -2) @ W_O, W_V @ W_V.transpose(-1, -2)
         out["ov"], out["ov_scale"] = go - gv, go.flatten(1).norm(dim=1) + gv.flatten(1).norm(dim=1)
     return out
 
@@ -232,13 +230,13 @@ def collapsed_flow(model: SingleQueryAttention, params, grad_qk, grad_ov):
     -(W_O W_O^T G + G W_V^T W_V) (first order); a collapsed circuit moves by -G.
     """
     if model.qk == "factorized":
-        Q, Kk = params["W_Q"], params["W_K"]
-        v_qk = -(Q.transpose(-1, -2) @ Q @ grad_qk + grad_qk @ Kk.transpose(-1, -2) @ Kk)
+        W_Q, W_K = params["W_Q"], params["W_K"]
+        v_qk = -(W_Q.transpose(-1, -2) @ W_Q @ grad_qk + grad_qk @ W_K.transpose(-1, -2) @ W_K)
     else:
         v_qk = -grad_qk
     if model.ov == "factorized":
-        O, Vv = params["W_O"], params["W_V"]
-        v_ov = -(O @ O.transpose(-1, -2) @ grad_ov + grad_ov @ Vv.transpose(-1, -2) @ Vv)
+        W_O, W_V = params["W_O"], params["W_V"]
+        v_ov = -(W_O @ W_O.transpose(-1, -2) @ grad_ov + grad_ov @ W_V.transpose(-1, -2) @ W_V)
     else:
         v_ov = -grad_ov
     return v_qk, v_ov
@@ -311,53 +309,8 @@ class FixedAttentionOV:
 
 
 # ---------------------------------------------------------------------------
-
+# The default init's rate, and the projection onto the reduced theory
 # ---------------------------------------------------------------------------
-# Training helpers for the Scan-and-Snap experiments
-# ---------------------------------------------------------------------------
-
-
-def scan_snap_stream(K: int, batch: int, seq_len: int, seed: int, device="cpu"):
-    """``data(step) -> (X, y)`` with an independent Scan-and-Snap batch per instance,
-    X (K, batch, seq_len - 1), on ``device``. The batches are drawn by a fixed CPU
-    generator, so the stream is reproducible and the same on every device."""
-    from .tasks import scan_snap_batch
-
-    gen = torch.Generator().manual_seed(seed)
-
-    def data(step):
-        b = scan_snap_batch(K * batch, seq_len=seq_len, generator=gen, device=device)
-        return b.X.view(K, batch, -1), b.y.view(K, batch)
-
-    return data
-
-
-def snapshot_callbacks(model) -> dict:
-    """Engine callbacks that log a copy of every weight (K, ...) at every logging step."""
-    return {n: (lambda step, p, n=n: p[n].detach().clone()) for n in model.specs()}
-
-
-def snapshots(history, model, i: int, device=None) -> dict[str, torch.Tensor]:
-    """The weights logged at logging index ``i`` of ``history`` (kept on the CPU by the
-    engine), on ``device`` (the CPU when None)."""
-    return {n: torch.as_tensor(history[n][i], device=device) for n in model.specs()}
-
-
-@torch.no_grad()
-def stats_over_training(history, model, batch) -> dict[str, np.ndarray]:
-    """attention_stats on a held-out ``batch`` at every logged step; sample means of each
-    metric (n_logs, K) plus the per-sample arrays under ``"samples"`` (n_logs, K, B).
-    The weights are evaluated on the batch's device."""
-    X, y, _, dm = batch
-    out: dict[str, list] = {}
-    for i in range(len(history.steps)):
-        st = attention_stats(model, snapshots(history, model, i, X.device), X, y, dm)
-        for key, v in st.items():
-            v = v.cpu()
-            out.setdefault(key, []).append(v.numpy() if v.dim() == 1 else v.mean(-1).numpy())
-            if key in ("distinct", "p_true"):
-                out.setdefault(key + "_samples", []).append(v.numpy())
-    return {k: np.stack(v) for k, v in out.items()}
 
 
 def torch_default_gamma(fan_in: int) -> float:
@@ -365,82 +318,6 @@ def torch_default_gamma(fan_in: int) -> float:
     ``(3 fan_in)^(-1/2)`` of PyTorch's default ``nn.Linear`` init, ``U(+-fan_in^(-1/2))``
     (the init of the official Fig 3 code; Chapter 7 Section 5)."""
     return float(np.log(3 * fan_in) / (2 * np.log(fan_in)))
-
-
-# ---------------------------------------------------------------------------
-# The official code's saved outputs (vashishtrahul/Faster-Query-Key-Learning-Sharpens-
-# Attention-in-Self-Attention-Models), for the comparisons of Chapter 7
-# ---------------------------------------------------------------------------
-
-# Fig 3 (fixed attention): the final held-out loss (mean over 1000 fresh batches of 128)
-# printed by cell 4 of FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Collapsed.ipynb
-# (commit 838c783be39f2e56ff8be995b26b81141264500c; nn.Linear(50, 50) with bias) and of
-# FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Factorised.ipynb (commit
-# 5c91cca08cf4a10de9cc3ef973e76b956b66c259; two bias-free nn.Linear(50, 50)), after 500
-# epochs x 250 batches of SGD at lr 1e-2 (no momentum), torch.manual_seed(1234), batches of
-# 32 sequences per class x 4 classes, seq_len 64, PyTorch's default init, one value per
-# alpha in OFFICIAL_FIG3_ALPHAS.
-OFFICIAL_FIG3_ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
-OFFICIAL_FIG3_FINAL_LOSS = {
-    "collapsed": (
-        0.5980280479192733,
-        0.15817544285953045,
-        0.06447206139937044,
-        0.03459405774623155,
-        0.02155211404338479,
-    ),
-    "factorized": (
-        0.003792358746053651,
-        0.0014788819566601888,
-        0.0008922941937926225,
-        0.0006328461089869961,
-        0.00048612764789140783,
-    ),
-}
-OFFICIAL_FIG3_SETUP = dict(epochs=500, batches=250, lr=1e-2, seq_len=64, batch=128)
-# Their training length as gradient-flow time, lr x steps.
-OFFICIAL_FIG3_FLOW_TIME = (
-    OFFICIAL_FIG3_SETUP["epochs"] * OFFICIAL_FIG3_SETUP["batches"] * OFFICIAL_FIG3_SETUP["lr"]
-)
-
-# Fig 2 (heatmaps): the official per-cell percentages exist only inside saved PNG images
-# (seaborn heatmaps of Fig2-Heatmaps/Fig-2-Heatmaps.ipynb, commit
-# 86a9e649169afb51a84701fb942129ea32c45bf2, and Fig2-Heatmaps/Fig-2_CACO_FAFO
-# Experiments.ipynb, commit b8d7a411788c274e5462908ff0eacf46967d5b12), not as text. What
-# is recorded here is the modal bin of the distinct-token attention mass (5 bins of width
-# 0.2, index 0..4) read from those images; None where the official run saved no output
-# (CAFO, Net_p3; the equal-rate CACO, Net_p4, which also used seq_len 64).
-DISTINCT_BIN_EDGES = np.linspace(0.0, 1.0, 6)
-# The Fig 2 notebooks train with SGD at this rate (no momentum; CACO's faster arm: 5x it for
-# QK) and stop FAFO early at about this training loss.
-OFFICIAL_FIG2_LR = 0.01
-OFFICIAL_FIG2_STOP_LOSS = 1e-3
-# The r = 5 CACO runs train for a fixed 2000 epochs x 100 batches instead: OV flow time
-# eta_OV x steps.
-OFFICIAL_FIG2_CACO_FLOW_TIME = 2000 * 100 * OFFICIAL_FIG2_LR
-OFFICIAL_FIG2_MODAL_BIN: dict[str, int | None] = {
-    "FAFO": 1,  # essentially uniform attention, distinct mass about 0.35
-    "FACO": 4,  # almost every sample in the top bin
-    "CACO, r=5": 3,  # mostly 0.6-0.8 (seq_len 128, eta_QK 0.05, eta_OV 0.01)
-    "CAFO": None,
-    "CACO, r=1": None,
-}
-
-
-def distinct_mass_percent(samples) -> np.ndarray:
-    """Percentage of samples in each of the official heatmaps' five distinct-mass bins
-    ``[0, .2), ..., [.8, 1]`` (Chapter 7 Section 1)."""
-    h, _ = np.histogram(np.asarray(samples).ravel(), bins=DISTINCT_BIN_EDGES)
-    return 100.0 * h / max(h.sum(), 1)
-
-
-def modal_bin_status(percent, official_modal: int | None) -> str:
-    """Chapter 7's reproduction status of one Fig 2 panel: "reproduced" when our modal
-    distinct-mass bin is the official one, "not reproduced" when it is not, and
-    "not comparable" when the official run saved no output."""
-    if official_modal is None:
-        return "not comparable"
-    return "reproduced" if int(np.argmax(percent)) == official_modal else "not reproduced"
 
 
 def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
@@ -463,80 +340,3 @@ def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
         qk.append(W_QK[..., q, blk].mean(-1) - W_QK[..., q, common].mean(-1))
         ov.append((W_OV[..., y, blk] - W_OV[..., others, :][..., blk].mean(-2)).mean(-1))
     return (torch.stack(qk).mean(0) * scale).cpu().numpy(), torch.stack(ov).mean(0).cpu().numpy()
-
-
-# ---------------------------------------------------------------------------
-# Subject-verb agreement with attractors: an offline stand-in for the SVA data
-# ---------------------------------------------------------------------------
-
-
-class Agreement:
-    """Vocabulary of the agreement grammar (ids), see :func:`agreement_batch`."""
-
-    PAD, THE = 0, 1
-    ADJ = tuple(range(2, 10))
-    SING = tuple(range(10, 30))  # singular nouns; SING[i] and PLUR[i] are one lemma
-    PLUR = tuple(range(30, 50))
-    PREP = tuple(range(50, 55))
-    VOCAB = 55
-
-    @staticmethod
-    def max_len(max_adj: int, max_attractors: int) -> int:
-        """Longest sentence plus the final PAD at which the model reads out."""
-        return (2 + max_adj) + max_attractors * (3 + max_adj) + 1
-
-
-class AgreementBatch(NamedTuple):
-    """Unpacks as ``X, y, subject_pos, n_attractors, n_mismatched``."""
-
-    X: torch.Tensor  # (n, L) int64, right-padded with PAD; the last position is always PAD
-    y: torch.Tensor  # (n,) the number of the subject (0 singular, 1 plural) = the verb's
-    subject_pos: torch.Tensor  # (n,) position of the subject noun (the rationale)
-    n_attractors: torch.Tensor  # (n,) nouns after the subject
-    n_mismatched: torch.Tensor  # (n,) attractors whose number differs from the subject's
-
-
-def agreement_batch(
-    n: int,
-    max_adj: int = 2,
-    max_attractors: int = 3,
-    p_mismatch: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> AgreementBatch:
-    """Sentences ``the ADJ* N_subj (PREP the ADJ* N_attr)^k`` from a small grammar.
-
-    The label is the number of the subject, i.e. of the verb that would follow. The
-    numbers of the ``k`` attractor nouns (k uniform in 0..max_attractors) differ from the
-    subject's independently with probability ``p_mismatch``, so counting nouns does not
-    work: the model must find the subject. Sentences are right-padded with PAD to
-    ``Agreement.max_len(...)``; the last position is PAD and is where the model reads out.
-    """
-    if max_adj < 0 or max_attractors < 0 or not 0 <= p_mismatch <= 1:
-        raise ValueError("need max_adj >= 0, max_attractors >= 0 and p_mismatch in [0, 1]")
-    A = Agreement
-    L = A.max_len(max_adj, max_attractors)
-    g = generator
-
-    def ri(hi, size):
-        return torch.randint(0, hi, size, generator=g)
-
-    X = torch.full((n, L), A.PAD, dtype=torch.int64)
-    y = ri(2, (n,))
-    subj = torch.zeros(n, dtype=torch.int64)
-    k = ri(max_attractors + 1, (n,))
-    mism = torch.zeros(n, dtype=torch.int64)
-    adj, nouns, preps = torch.tensor(A.ADJ), torch.tensor(A.SING + A.PLUR), torch.tensor(A.PREP)
-    n_lemma = len(A.SING)
-    for i in range(n):  # sentences are short; a loop keeps the grammar readable
-        toks = [A.THE] + adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
-        subj[i] = len(toks)
-        toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * int(y[i])]))
-        for _ in range(int(k[i])):
-            flip = bool(torch.rand(1, generator=g) < p_mismatch)
-            num = int(y[i]) ^ int(flip)
-            mism[i] += int(flip)
-            toks += [int(preps[int(ri(len(A.PREP), (1,)))]), A.THE]
-            toks += adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
-            toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * num]))
-        X[i, : len(toks)] = torch.tensor(toks)
-    return AgreementBatch(X, y, subj, k, mism)

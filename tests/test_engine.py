@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib.env import ConfigError
 from lib.engine import TrainingDivergedError, cross_entropy, log_steps, train
+from lib.env import ConfigError
 from lib.init import ParamSpec, init_params
 from lib.models import EmbMLP, LinearEmb, Transformer, build, embed_sum
 

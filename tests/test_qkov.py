@@ -1,4 +1,5 @@
-"""lib/qkov.py: the four parameterizations agree, and the reduced theory is what it says."""
+"""lib/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
+Chapter 7's experiment module reads its runs as stated."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 
 from lib import metrics, qkov, reduced, tasks
+from lib.experiments import ch07_qk_ov_sharpening as ex
 from lib.init import init_params
 
 
@@ -167,32 +169,6 @@ def test_invariant_conserved_and_closed_form_matches_ode():
         R.rhs(0, [0.0, 0.0], 1.0, 1.0, kind="XYZ")
 
 
-def test_agreement_grammar_labels():
-    A = qkov.Agreement
-    b = qkov.agreement_batch(300, generator=torch.Generator().manual_seed(3))
-    sing, plur = set(A.SING), set(A.PLUR)
-    assert b.X.shape[1] == A.max_len(2, 3) and (b.X[:, -1] == A.PAD).all()
-    for x, y, s, k, mm in zip(
-        b.X.tolist(),
-        b.y.tolist(),
-        b.subject_pos.tolist(),
-        b.n_attractors.tolist(),
-        b.n_mismatched.tolist(),
-        strict=True,
-    ):
-        nouns = [(i, t) for i, t in enumerate(x) if t in sing or t in plur]
-        assert x[0] == A.THE and nouns[0][0] == s  # the subject is the first noun
-        number = lambda t: int(t in plur)
-        assert number(x[s]) == y  # the label is the subject's number
-        assert len(nouns) == 1 + k
-        assert sum(number(t) != y for _, t in nouns[1:]) == mm
-        real = [t for t in x if t != A.PAD]
-        assert x[: len(real)] == real  # right-padded
-    assert set(b.n_attractors.tolist()) == {0, 1, 2, 3}
-    with pytest.raises(ValueError):
-        qkov.agreement_batch(2, p_mismatch=2.0)
-
-
 def test_at_matched_loss_interpolates_in_log_loss():
     loss = np.array([[1.0, 1.0], [0.1, 0.5], [0.01, 0.4]])
     vals = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])
@@ -224,18 +200,18 @@ def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
 
 
 def test_distinct_mass_bins_and_modal_status():
-    pct = qkov.distinct_mass_percent([0.05, 0.3, 0.35, 0.39, 1.0])
+    pct = ex.distinct_mass_percent([0.05, 0.3, 0.35, 0.39, 1.0])
     np.testing.assert_allclose(pct, [20, 60, 0, 0, 20])
-    assert qkov.modal_bin_status(pct, 1) == "reproduced"
-    assert qkov.modal_bin_status(pct, 4) == "not reproduced"
-    assert qkov.modal_bin_status(pct, None) == "not comparable"
-    assert set(qkov.OFFICIAL_FIG2_MODAL_BIN) >= {"FAFO", "FACO", "CACO, r=5"}
+    assert ex.modal_bin_status(pct, 1) == "reproduced"
+    assert ex.modal_bin_status(pct, 4) == "not reproduced"
+    assert ex.modal_bin_status(pct, None) == "not comparable"
+    assert set(ex.OFFICIAL_FIG2_MODAL_BIN) >= {"FAFO", "FACO", "CACO, r=5"}
 
 
 def test_official_fig3_record_and_default_init_rate():
-    for v in qkov.OFFICIAL_FIG3_FINAL_LOSS.values():
-        assert len(v) == len(qkov.OFFICIAL_FIG3_ALPHAS) and np.all(np.diff(v) < 0)
-    assert qkov.OFFICIAL_FIG3_FLOW_TIME == pytest.approx(1250.0)
+    for v in ex.OFFICIAL_FIG3_FINAL_LOSS.values():
+        assert len(v) == len(ex.OFFICIAL_FIG3_ALPHAS) and np.all(np.diff(v) < 0)
+    assert ex.OFFICIAL_FIG3_FLOW_TIME == pytest.approx(1250.0)
     g = qkov.torch_default_gamma(50)
     assert 50.0 ** (-g) == pytest.approx(150.0**-0.5)
     W = init_params(
@@ -256,7 +232,101 @@ def test_fixed_attention_output_bias_shifts_every_logit():
 
 
 def test_streams_and_snapshots_land_on_the_requested_device():
-    X, y = qkov.scan_snap_stream(3, 4, 12, seed=0, device="cpu")(0)
+    X, y = ex.scan_snap_stream(3, 4, 12, seed=0, device="cpu")(0)
     assert X.shape == (3, 4, 11) and y.shape == (3, 4) and X.device.type == "cpu"
-    X2, _ = qkov.scan_snap_stream(3, 4, 12, seed=0, device=torch.device("cpu"))(0)
+    X2, _ = ex.scan_snap_stream(3, 4, 12, seed=0, device=torch.device("cpu"))(0)
     torch.testing.assert_close(X, X2)  # the same stream whatever the device argument
+    h = _tiny_history()
+    snap = ex.snapshots(h, qkov.SingleQueryAttention.named("CACO"), -1, torch.device("cpu"))
+    assert set(snap) == {"W_QK", "W_OV"} and snap["W_QK"].device.type == "cpu"
+
+
+# ---------------------------------------------------------------------------
+# Chapter 7's experiment module: its plumbing
+# ---------------------------------------------------------------------------
+
+
+def _tiny_history(steps=6):
+    from lib import engine
+
+    m = qkov.SingleQueryAttention.named("CACO")
+    p = init_params(m.specs(), [0, 1], gamma=0.5)
+    return engine.train(
+        m,
+        p,
+        ex.scan_snap_stream(2, 4, 12, seed=0),
+        steps,
+        optimizer="sgd",
+        lr=0.5,
+        log_at=ex.log_grid(steps, 3),
+        callbacks=ex.snapshot_callbacks(m),
+        desc="test",
+    )
+
+
+def test_log_grid_holds_both_ends_and_is_sorted():
+    s = ex.log_grid(100, 10)
+    assert s[0] == 0 and s[-1] == 100 and np.all(np.diff(s) > 0)
+    assert set(np.linspace(0, 100, 11).astype(int)) <= set(s)
+
+
+def test_stats_over_training_has_one_row_per_log_and_means_of_the_samples():
+    h = _tiny_history()
+    m = qkov.SingleQueryAttention.named("CACO")
+    st = ex.stats_over_training(h, m, _batch(n=8, seq_len=12))
+    n = len(h.steps)
+    assert st["loss"].shape == (n, 2) and st["distinct_samples"].shape == (n, 2, 8)
+    np.testing.assert_allclose(st["distinct"], st["distinct_samples"].mean(-1), rtol=1e-6)
+    means = ex.means_at_matched_loss(
+        {"CACO": st}, {"all": ("CACO", slice(None))}, 10.0, ("distinct",)
+    )
+    assert means["all"]["distinct"] == pytest.approx(float(st["distinct"][0].mean()))
+
+
+def test_fit_lines_recovers_a_slope_through_the_origin():
+    dO = np.linspace(0, 1, 9)[:, None] * np.array([1.0, 2.0])
+    dG = dO * np.array([0.5, 3.0])
+    k, r2 = ex.fit_lines(dG, dO)
+    np.testing.assert_allclose(k, [0.5, 3.0])
+    np.testing.assert_allclose(r2, [1.0, 1.0])
+
+
+def test_unbalanced_fraction_is_zero_for_a_balanced_change():
+    p0 = {n: torch.eye(3).expand(2, 3, 3).clone() for n in ("W_Q", "W_K", "W_O", "W_V")}
+    p1 = {n: 2 * w for n, w in p0.items()}  # every Gram grows alike: the change is balanced
+    drift = ex.unbalanced_fraction_callback(p0)(0, p1)
+    assert drift.shape == (2, 2) and float(drift.abs().max()) < 1e-12
+    p1["W_Q"] = 3 * p0["W_Q"]
+    assert float(ex.unbalanced_fraction_callback(p0)(0, p1)[:, 0].min()) > 0.1
+
+
+def test_group_by_and_fig2_summary():
+    np.testing.assert_array_equal(
+        ex.group_by([1, 2, 3, 4], [0.5, 0.5, 2, 2], [2, 0.5]), [[3, 4], [1, 2]]
+    )
+    rows = [
+        {
+            "panel": "FAFO",
+            "reading": "matched loss",
+            "status": "reproduced",
+            "our mode": "a",
+            "official mode": "a",
+        },
+        {
+            "panel": "CAFO",
+            "reading": "matched loss",
+            "status": "not comparable",
+            "our mode": "a",
+            "official mode": "no output",
+        },
+        {
+            "panel": "FAFO",
+            "reading": "code: lowest train loss",
+            "status": "not reproduced",
+            "our mode": "b",
+            "official mode": "a",
+        },
+    ]
+    md = ex.fig2_summary(rows, ["FAFO"])
+    assert "at the matched loss: FAFO reproduced" in md and "CAFO" not in md.split("Within")[0]
+    assert "FAFO not reproduced (ours b" in md and "never logged" in md
