@@ -7,6 +7,7 @@ language-model signature (:mod:`lib.signatures`): the next-token signature
 window signature :math:`\bar\phi^W`; and its unembedding :math:`W^U` with the
 previous-token signature :math:`\varphi^{\rm pre}`.
 
+* :func:`lm_signatures` counts the centred signatures of a set of tracked tokens.
 * :func:`window_sampler` streams random windows of a token stream, one batch per
   instance, as a function of the step alone (so a run is reproducible however it is
   resumed).
@@ -24,8 +25,32 @@ import numpy as np
 import torch
 
 from . import metrics as M
+from . import signatures as sig
 
 F64 = torch.float64
+
+
+def lm_signatures(
+    stream,
+    V: int,
+    tracked: Sequence[int],
+    context_len: int,
+    skip_offsets: Sequence[int] = (2, 3, 4),
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    r"""The centred language-model signatures of the ``tracked`` tokens of a token stream.
+
+    Returns ``(phi, pre)``: ``phi`` maps ``"next"``, ``"skip{k}"`` for each ``k`` in
+    ``skip_offsets`` and ``"window"`` (the causal window signature of a context of
+    ``context_len``) to the rows of the tracked tokens, the targets of the embedding;
+    ``pre`` maps ``"previous"`` to :math:`\varphi^{\rm pre}`, the target of the
+    unembedding. Every row is centred on the uniform distribution (:func:`lib.signatures.centre`).
+    """
+    phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
+    for k in skip_offsets:
+        phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
+    phi["window"] = sig.window_signature(stream, V, context_len, rows=tracked)
+    pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
+    return {n: sig.centre(p) for n, p in phi.items()}, {n: sig.centre(p) for n, p in pre.items()}
 
 
 def window_sampler(
@@ -187,6 +212,7 @@ def alignment_curves(
 
 
 __all__ = [
+    "lm_signatures",
     "window_sampler",
     "increment_similarity",
     "similarity_callbacks",

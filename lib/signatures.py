@@ -141,6 +141,26 @@ def label_marginal(X, y, V: int, n_labels: int) -> torch.Tensor:
     return (C.T @ Y).sum(0) / C.sum()
 
 
+def label_signature_gap(X, y, V: int, n_labels: int, pairs) -> float:
+    r"""Largest difference between the label signatures of token pairs,
+    :math:`\max_{(a,b)}\max_\nu|\phi^y_a(\nu)-\phi^y_b(\nu)|`: zero iff every pair is
+    identical at order 0.
+
+    ``pairs`` is a sequence of ``(a, b)`` token ids.
+    """
+    phi = label_signature(X, y, V, n_labels)
+    a, b = (torch.tensor(t, device=phi.device) for t in zip(*pairs, strict=True))
+    return float((phi[a] - phi[b]).abs().max())
+
+
+def marginal_deviation(X, y, V: int, n_labels: int, tokens) -> float:
+    r"""Largest deviation of the tokens' label signatures from the label marginal,
+    :math:`\max_s\max_\nu|\phi^y_s(\nu)-\bar p(\nu)|` over ``tokens``: zero iff each of them
+    carries the marginal itself (as a token present in every sequence does)."""
+    phi = label_signature(X, y, V, n_labels)[list(tokens)]
+    return float((phi - label_marginal(X, y, V, n_labels)).abs().max())
+
+
 def centre(phi: torch.Tensor, how: str = "uniform", marginal=None) -> torch.Tensor:
     r"""Centre a signature on its last (label) axis: :math:`\phi - (\sum_\nu \phi(\nu))\, c`.
 
@@ -303,6 +323,8 @@ __all__ = [
     "centred_joint_signature",
     "traceback_signature",
     "label_marginal",
+    "label_signature_gap",
+    "marginal_deviation",
     "centre",
     "next_token_signature",
     "skip_signature",

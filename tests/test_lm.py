@@ -93,3 +93,22 @@ def test_alignment_curves_take_device_tensors():
     out = lm.alignment_curves(S.cuda(), {n: p.cuda() for n, p in phis.items()}, "a", 20)
     for n in phis:
         np.testing.assert_allclose(out[n]["R"], ref[n]["R"], atol=1e-12)
+
+
+def test_lm_signatures_are_the_centred_estimators():
+    from lib import signatures as sig
+
+    stream = torch.randint(0, 9, (500,), generator=torch.Generator().manual_seed(0))
+    tracked = [0, 3, 5]
+    phi, pre = lm.lm_signatures(stream, 9, tracked, context_len=6, skip_offsets=(2, 5))
+    assert list(phi) == ["next", "skip2", "skip5", "window"] and list(pre) == ["previous"]
+    expect = {
+        "next": sig.next_token_signature(stream, 9, rows=tracked),
+        "skip5": sig.skip_signature(stream, 9, 5, rows=tracked),
+        "window": sig.window_signature(stream, 9, 6, rows=tracked),
+    }
+    for n, p in expect.items():
+        torch.testing.assert_close(phi[n], sig.centre(p), rtol=0, atol=0)
+        assert phi[n].shape == (3, 9) and abs(float(phi[n].sum(-1).abs().max())) < 1e-12
+    prev = sig.centre(sig.previous_token_signature(stream, 9, rows=tracked))
+    torch.testing.assert_close(pre["previous"], prev, rtol=0, atol=0)

@@ -194,3 +194,18 @@ def test_cuda_matches_cpu(data, stream):
     close(
         sig.window_signature(stream.cuda(), VL, 8, 3).cpu(), sig.window_signature(stream, VL, 8, 3)
     )
+
+
+def test_label_signature_gap_and_marginal_deviation(data):
+    X, y = data
+    phi = sig.label_signature(X, y, V, NL).numpy()
+    pairs = [(0, 1), (2, 3), (1, 4)]
+    expect = max(np.abs(phi[a] - phi[b]).max() for a, b in pairs)
+    assert sig.label_signature_gap(X, y, V, NL, pairs) == pytest.approx(expect, abs=1e-15)
+    assert sig.label_signature_gap(X, y, V, NL, [(2, 2)]) == 0.0
+    pbar = sig.label_marginal(X, y, V, NL).numpy()
+    expect = np.abs(phi[[0, 3]] - pbar).max()
+    assert sig.marginal_deviation(X, y, V, NL, [0, 3]) == pytest.approx(expect, abs=1e-15)
+    # A token present once in every sequence carries the label marginal itself.
+    Xg = torch.cat([X[:, :-1], torch.full((N, 1), V - 1)], 1)
+    assert sig.marginal_deviation(Xg, y, V, NL, [V - 1]) < 1e-15
