@@ -128,7 +128,7 @@ def test_chapters_are_runnable_myst_notebooks_and_in_toc():
         src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         assert "announce(" in src, f"{md}: the first output must state scale and device"
         last = [c.source for c in nb.cells if c.cell_type == "code"][-1]
-        assert "assert " in last or ("Ledger(" in last and ".save()" in last), (
+        assert "assert " in last or ("Ledger(" in src and ".save()" in last), (
             f"{md}: a chapter ends by asserting its headline claims"
         )
 
