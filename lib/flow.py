@@ -184,6 +184,16 @@ def neg_grad_E(model, params, X, y) -> torch.Tensor:
     return -g
 
 
+def mean_prediction(model, params, X) -> torch.Tensor:
+    r"""The model's mean predicted distribution over ``X``, :math:`\bar p_{\rm model}=\tfrac1N\sum_np_n`, (K, n), float64.
+
+    The centring of the order-0 term under training: :math:`u` at initialization,
+    :math:`\bar p` once the label marginal is fitted (Chapter 3).
+    """
+    p64 = {k: v.detach().double() for k, v in params.items()}
+    return torch.softmax(model.forward(p64, X), -1).mean(1)
+
+
 def emb_mlp_paths(model: EmbMLP, params, X, y) -> dict:
     r"""Exact split of :math:`-\partial L/\partial E` into a linear and a nonlinear path, (K, V, d).
 
@@ -282,6 +292,34 @@ def attention_distance(A: torch.Tensor) -> torch.Tensor:
     return 0.5 * (A - unif).abs().sum(-1).mean((-1, -2))
 
 
+def attention_scores(model: Transformer, params, X) -> torch.Tensor:
+    r"""Pre-softmax causal scores :math:`s_{ij}=h_iW_QW_K^\top h_j^\top/\sqrt{d_h}` of the
+    single layer, (K, B, L, L) in float64, with the masked entries (j > i) NaN."""
+    from .models import embed
+
+    _check_attention_model(model)
+    L = X.shape[-1]
+    h = embed(params["E"].detach().double(), X) + params["P"].detach().double()[:, None, :L]
+    s = (h @ params["Q0"].detach().double()[:, None]) @ (
+        h @ params["K0"].detach().double()[:, None]
+    ).transpose(-1, -2)
+    mask = torch.ones(L, L, dtype=torch.bool, device=s.device).tril()
+    return (s / model.dh**0.5).masked_fill(~mask, float("nan"))
+
+
+def first_order_attention_distance(s: torch.Tensor) -> torch.Tensor:
+    r"""The distance from uniform attention to first order in the scores, (K, B, L, L) -> (K,).
+
+    A causal softmax row is :math:`A_{ij}=\frac1i(1+s_{ij}-\bar s_i)+O(s^2)`, so
+    :math:`D\approx\frac1{2i}\sum_{j\le i}|s_{ij}-\bar s_i|`, averaged over rows and the batch
+    as in :func:`attention_distance`; ``s`` as :func:`attention_scores` returns it.
+    """
+    L = s.shape[-1]
+    i = torch.arange(1, L + 1, dtype=torch.float64, device=s.device)[:, None]
+    dev = (s - s.nanmean(-1, keepdim=True)).abs()
+    return (torch.nansum(dev, -1) / (2 * i[:, 0])).mean((-1, -2))
+
+
 def attention_entropy(A: torch.Tensor) -> torch.Tensor:
     """Mean entropy (nats) of the last row of causal attention, (K, B, L, L) -> (K,)."""
     return M.attention_entropy(A[..., -1, :]).mean(-1)
@@ -322,6 +360,24 @@ def linear_mode_onset(s: np.ndarray, a0: np.ndarray, b0: np.ndarray, theta: floa
     A = 0.5 * ((a0**2).sum(-1) + (b0**2).sum(-1))
     B = (a0 * b0).sum(-1)
     return np.log((theta + np.sqrt(theta**2 + A**2 - B**2)) / (A + B)) / (2 * s)
+
+
+def psd_sqrt(A: torch.Tensor) -> torch.Tensor:
+    r"""Square root :math:`A^{1/2}` of symmetric positive semi-definite matrices, (..., m, m).
+
+    Negative eigenvalues from rounding are clamped to 0. The linear model's conservation
+    law reads :math:`EE^\top=(QQ^\top)^{1/2}+O(\varepsilon^2)` with :math:`Q=EW`.
+    """
+    w, Q = torch.linalg.eigh(A)
+    return (Q * w.clamp_min(0).sqrt()[..., None, :]) @ Q.transpose(-1, -2)
+
+
+def gram_cos_pairs(G: torch.Tensor, tokens) -> torch.Tensor:
+    r"""The cosines between ``tokens`` that a Gram matrix ``G`` (..., V, V) implies,
+    :math:`G_{st}/\sqrt{G_{ss}G_{tt}}`, as the upper triangle over those tokens (..., P)."""
+    d = G.diagonal(dim1=-2, dim2=-1).clamp_min(1e-300).sqrt()
+    C = G / (d[..., :, None] * d[..., None, :])
+    return M.upper_triangle(C[..., tokens, :][..., :, tokens])
 
 
 # ------------------------------------------------------------- escape from a symmetric saddle
@@ -417,6 +473,12 @@ def growth_rate(H, eta) -> np.ndarray:
     return (0.5 * torch.as_tensor(eta, dtype=F64) * lam).numpy()
 
 
+def escape_prediction_holds(predicted, measured, tol: float) -> bool:
+    """Whether every predicted escape step is within a ratio ``1 +- tol`` of the measured one."""
+    r = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float)
+    return bool(np.all(np.abs(r - 1) <= tol))
+
+
 __all__ = [
     "CountedSignatures",
     "counted_signatures",
@@ -426,17 +488,23 @@ __all__ = [
     "emb_mlp_contextual",
     "emb_mlp_terms",
     "neg_grad_E",
+    "mean_prediction",
     "emb_mlp_paths",
     "attention_terms",
     "attention_qk_path",
     "attention_distance",
+    "attention_scores",
+    "first_order_attention_distance",
     "attention_entropy",
     "signature_matrix",
     "linear_mode_strength_early",
     "linear_mode_onset",
+    "psd_sqrt",
+    "gram_cos_pairs",
     "emb_mlp_input_hessian",
     "antisymmetric_hessian",
     "antisymmetric_part",
     "propagate_linear",
     "growth_rate",
+    "escape_prediction_holds",
 ]

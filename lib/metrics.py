@@ -234,6 +234,28 @@ def relative_onset(steps, curves, frac: float = 0.5, floor: float = 0.0):
     return onset, thr
 
 
+def field_cosine(a, b):
+    r"""Cosine between two fields over all their entries, :math:`\langle a,b\rangle/(\|a\|\|b\|)`.
+
+    ``a`` and ``b`` are ``(V, d)`` (a float) or carry a leading instance dimension,
+    ``(K, V, d)`` (a ``(K,)`` tensor on their device): the two last dimensions are the
+    field. Chapters 3 and 4 compare an expansion of the embedding gradient with autograd
+    this way.
+    """
+    a, b = _t(a), _t(b)
+    dims = (-2, -1)
+    return _out((a * b).sum(dims) / (a.norm(dim=dims) * b.norm(dim=dims)))
+
+
+def field_norm_ratio(a, b):
+    r"""Relative size of two fields, :math:`\|a\|/\|b\|` over all entries of the two last
+    dimensions: ``(V, d)`` gives a float, ``(K, V, d)`` a ``(K,)`` tensor (see
+    :func:`field_cosine`)."""
+    a, b = _t(a), _t(b)
+    dims = (-2, -1)
+    return _out(a.norm(dim=dims) / b.norm(dim=dims))
+
+
 __all__ = [
     "cosine_similarity_matrix",
     "upper_triangle",
@@ -248,6 +270,8 @@ __all__ = [
     "relative_onset",
     "attention_entropy",
     "partial_from_correlations",
+    "field_cosine",
+    "field_norm_ratio",
 ]
 
 

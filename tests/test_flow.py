@@ -210,3 +210,70 @@ def test_antisymmetric_part():
     A = flow.antisymmetric_part(p["E"], [0, 2], [1, 3])
     assert A.shape == (2, 2, 4)
     assert torch.allclose(A[:, 0], (p["E"][:, 0] - p["E"][:, 1]) / 2)
+
+
+def test_escape_prediction_holds():
+    assert flow.escape_prediction_holds([100, 130], [110, 110], 0.25)
+    assert not flow.escape_prediction_holds([100, 140], [110, 110], 0.25)
+    assert not flow.escape_prediction_holds([np.inf], [100], 0.25)
+
+
+# ------------------------------------------------------------- small helpers of Chapters 3 and 4
+
+
+def test_mean_prediction_is_uniform_at_zero_output_and_matches_softmax():
+    X, y = data(5)
+    model = EmbMLP(V, 6, 9, n, "silu")
+    p = build(model, [1, 2], gamma=0.5)
+    pm = flow.mean_prediction(model, p, X)
+    assert pm.shape == (2, n) and pm.dtype == torch.float64
+    assert torch.allclose(pm.sum(-1), torch.ones(2, dtype=torch.float64))
+    p64 = {k: v.detach().double() for k, v in p.items()}
+    assert torch.allclose(pm[1], torch.softmax(model.forward(p64, X)[1], -1).mean(0))
+    zero = dict(p, W2=torch.zeros_like(p["W2"]))
+    assert torch.allclose(
+        flow.mean_prediction(model, zero, X), torch.full((2, n), 1.0 / n).double()
+    )
+
+
+def test_attention_scores_give_the_models_attention():
+    X, _ = data(6)
+    model = Transformer(V, 6, L, n_layers=1, n_out=n)
+    p = build(model, [1, 2], gamma=0.3)
+    s = flow.attention_scores(model, p, X)
+    assert s.shape == (2, N, L, L) and torch.isnan(s[..., 0, 1:]).all()
+    with torch.no_grad():
+        _, A = model.forward({k: v.double() for k, v in p.items()}, X, return_attention=True)
+    assert torch.allclose(torch.softmax(torch.nan_to_num(s, nan=-torch.inf), -1), A[0], atol=1e-12)
+
+
+def test_first_order_attention_distance_matches_at_small_scores():
+    """D = (1/2i) sum_j |s_ij - mean s_i| + O(s^2): the relative error falls with the scores."""
+    X, _ = data(7)
+    model = Transformer(V, 6, L, n_layers=1, n_out=n)
+    p = build(model, [3], gamma=0.3)
+    errs = []
+    for t in (1.0, 0.5, 0.25):
+        q = scaled(p, t)
+        with torch.no_grad():
+            _, A = model.forward(q, X, return_attention=True)
+        D = flow.attention_distance(A[0])
+        D1 = flow.first_order_attention_distance(flow.attention_scores(model, q, X))
+        errs.append(float((D1 / D - 1).abs()))
+    assert errs[-1] < 1e-2 and errs[0] > errs[1] > errs[2]
+    s = torch.zeros(1, 1, L, L).masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), torch.nan)
+    assert float(flow.first_order_attention_distance(s)) == 0.0  # equal scores: uniform
+
+
+def test_psd_sqrt_and_gram_cos_pairs():
+    rng = torch.Generator().manual_seed(0)
+    W = torch.randn(2, 5, 3, dtype=torch.float64, generator=rng)
+    G = W @ W.transpose(1, 2)  # rank 3: two zero eigenvalues, clamped
+    R = flow.psd_sqrt(G)
+    assert torch.allclose(R @ R, G, atol=1e-10) and torch.allclose(R, R.transpose(1, 2))
+    tokens = [0, 2, 4]
+    from lib import metrics as M
+
+    want = M.upper_triangle(M.cosine_similarity_matrix(W[:, tokens]))
+    assert torch.allclose(flow.gram_cos_pairs(G, tokens), want, atol=1e-12)
+    assert flow.gram_cos_pairs(G[0], tokens).shape == (3,)

@@ -1,0 +1,133 @@
+"""Chapter 4, the attention flow: the one-layer expansion at init, and QK's quasi-static regime.
+
+The model is a one-layer attention-only transformer (no LayerNorm, no MLP, readout at the
+last token) on the gated task T3. Its embedding gradient is checked against autograd at
+initialization across the init rate γ, with the default position embedding and with one
+as small as the token embedding; then full-batch GD at two init rates follows, on one time
+axis, how far attention is from uniform and when the QK weights move. The physics is in
+:mod:`lib.flow`; this module holds the constants and the logging callback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import flow
+from .. import metrics as M
+from . import ChapterConfig
+
+CHAPTER = "04_attention_flow"
+
+
+@dataclass(frozen=True)
+class Config(ChapterConfig):
+    """Chapter 4 at book scale.
+
+    Init rates (every weight is drawn with std fan_in^-γ; the position embedding has
+    fan-in L, so its entries have std L^-γ):
+    init_gammas: the grid of γ at which the expansion is checked against autograd at init.
+    gamma: the small-init rate (γ = 0.8): the leading term should reach ``cos_target``
+        from it on, and the GD run's instances that should stay near uniform attention
+        until QK moves.
+    gamma_large: the large-init comparator (γ = 0.5): the GD run's control instances,
+        where attention starts far from uniform, and the rate at which the three terms
+        must beat the leading one.
+
+    The task and the model:
+    t3_reps: repetitions of the gated-addition dataset T3.
+    d_model: the model's width.
+    n_init_seeds: initializations per γ at init (each instance has its own seed).
+    scale_factors: the factors t by which the weights of a γ = 1 init are scaled in the
+        scaling tests of the orders.
+    slope_tol: how far a fitted log-log power may be from the predicted one.
+    cos_target: the cosine with the true gradient asked of a leading term.
+    first_order_tol: the relative error within which the first-order formula must give
+        the distance from uniform attention.
+
+    The GD run (full-batch, steps clipped in norm), instances γ_large and γ, each
+    ``n_gd_seeds`` times:
+    n_gd_seeds: instances per γ. gd_seed0: the seed of the first instance (the others
+        follow it), apart from the seeds of the init check.
+    gd_steps, gd_lr, gd_clip, gd_n_logs: its length, learning rate, step-norm clip and
+        number of (log-spaced) logging steps.
+    delta: the stated distance δ from uniform attention (total variation).
+    depart_factor: attention has departed from the quasi-static prediction once its
+        distance from uniform is this many times D_qs.
+    early_steps: the first steps over which the expansion must track the true gradient.
+    """
+
+    t3_reps: int = 1
+    d_model: int = 32
+    init_gammas: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    gamma: float = 0.8
+    gamma_large: float = 0.5
+    n_init_seeds: int = 4
+    scale_factors: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
+    slope_tol: float = 0.35
+    cos_target: float = 0.99
+    first_order_tol: float = 0.05
+    n_gd_seeds: int = 2
+    gd_seed0: int = 100
+    gd_steps: int = 2000
+    gd_lr: float = 2.0
+    gd_clip: float = 0.01
+    gd_n_logs: int = 35
+    delta: float = 0.1
+    depart_factor: float = 2.0
+    early_steps: int = 20
+
+
+OVERRIDES = {
+    "ci": dict(
+        n_init_seeds=2,
+        scale_factors=(1.0, 0.5, 0.25),
+        n_gd_seeds=1,
+        gd_steps=1200,
+        gd_n_logs=25,
+    ),
+    "paper": dict(d_model=64, n_init_seeds=8, n_gd_seeds=8, gd_steps=10000, gd_n_logs=60),
+}
+
+
+DYNAMICS = ("D", "D_qs", "entropy", "dQK", "R0", "R1", "cos_res", "cos_all", "qk_share")
+
+
+def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
+    """A training callback logging, per instance, the (K, 9) quantities ``DYNAMICS``.
+
+    In order: the distance D of the attention from uniform
+    (:func:`lib.flow.attention_distance`); the distance D_qs it would have with W_Q, W_K
+    frozen at ``p_start`` (the quasi-static prediction); the attention entropy; the
+    relative change of W_Q W_K^T since ``p_start``; R_0 and R_1 of the ``anchors``'
+    embedding increments with the order-0 signature ``phi0`` and the order-1 signature
+    ``inter``; the cosine of the true gradient with the residual term and with all three
+    terms (:func:`lib.flow.attention_terms`, centred on ``centre``); and the QK path's
+    share of the gradient.
+    """
+    E0 = p_start["E"]
+    QK0 = p_start["Q0"] @ p_start["K0"].transpose(1, 2)
+
+    def stats(step, p):
+        grad = flow.neg_grad_E(model, p, X, y)
+        T = flow.attention_terms(model, p, S, centre=centre)
+        qk = flow.attention_qk_path(model, p, X, y)
+        _, A = model.forward(p, X, return_attention=True)
+        p_qs = dict(p, Q0=p_start["Q0"], K0=p_start["K0"])
+        _, A_qs = model.forward(p_qs, X, return_attention=True)
+        QK = p["Q0"] @ p["K0"].transpose(1, 2)
+        logged = [
+            flow.attention_distance(A[0]),
+            flow.attention_distance(A_qs[0]),
+            flow.attention_entropy(A[0]),
+            (QK - QK0).norm(dim=(1, 2)) / QK0.norm(dim=(1, 2)),
+            M.r_cos(p["E"][:, anchors], phi0[anchors], W0=E0[:, anchors]),
+            M.r_cos(p["E"][:, anchors], inter, W0=E0[:, anchors]),
+            M.field_cosine(grad, T["residual"]),
+            M.field_cosine(grad, T["residual"] + T["value"] + T["self"]),
+            qk.norm(dim=(1, 2)) / grad.norm(dim=(1, 2)),
+        ]
+        return torch.stack([v.double().cpu() for v in logged], -1)
+
+    return stats
