@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .config import ConfigError
+from .env import ConfigError
 
 F64 = torch.float64
 

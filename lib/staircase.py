@@ -14,11 +14,13 @@ by its partial :math:`R_{\cos}` controlling for the others (:func:`order_partial
 against a Gaussian noise floor (:func:`order_noise_floor`). The sign-bit losses of
 :func:`bit_callbacks` place the plateaus; :func:`stair_onsets`, :func:`escape_steps` and
 :func:`staircase_climbs` turn the curves into the chapter's checks, with ``inf`` for a
-stair that never comes.
+stair that never comes. :func:`run_bits` returns a run as a :class:`BitRun`, labelled by
+gamma and seed, whose :meth:`BitRun.stairs` reads all of that off one arm (:class:`Stairs`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +45,9 @@ __all__ = [
     "staircase_climbs",
     "train_bits",
     "plateau_mask",
+    "Stairs",
+    "BitRun",
+    "run_bits",
 ]
 
 
@@ -61,11 +66,16 @@ def increment(E, E0, tokens: Sequence[int], subtract_mean_row: bool = True) -> t
     return dE
 
 
-def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-instance (gamma, seed) of the gamma-major grid: a :class:`lib.sweep.Sweep`."""
+def _gamma_seed_sweep(seeds, gammas, who: str) -> Sweep:
+    """The gamma-major grid of a run (seed fastest), as a :class:`lib.sweep.Sweep`."""
     if len(seeds) == 0 or len(gammas) == 0:
         raise ValueError(f"{who} needs at least one seed and one gamma")
-    sw = Sweep(gamma=[float(g) for g in gammas], seed=[int(s) for s in seeds])
+    return Sweep(gamma=[float(x) for x in gammas], seed=[int(s) for s in seeds])
+
+
+def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-instance (gamma, seed) of the gamma-major grid."""
+    sw = _gamma_seed_sweep(seeds, gammas, who)
     return np.array(sw["gamma"]), np.array(sw["seed"])
 
 
@@ -300,3 +310,108 @@ def plateau_mask(steps, bit_loss, after, level: float = 0.9):
         & (steps < esc[None])
         & (v >= level * np.log(2))
     )
+
+
+@dataclass(frozen=True)
+class Stairs:
+    """What one arm (one gamma, every seed) of a :class:`BitRun` climbed.
+
+    Attributes:
+        onsets: ``{order: (seeds,)}`` onset steps (:func:`stair_onsets`), ``inf`` if never.
+        escapes: ``{bit: (seeds,)}`` escape steps (:func:`escape_steps`), ``inf`` if never.
+        plateaus: ``{bit: (n_logs, seeds) bool}`` the plateau of the bit
+            (:func:`plateau_mask`, after the previous order's onset).
+        plateau_R: ``{bit: (seeds,)}`` median over the plateau of the partial R of order
+            ``bit`` (NaN for a seed without a plateau).
+    """
+
+    onsets: dict
+    escapes: dict
+    plateaus: dict
+    plateau_R: dict
+
+    def climbs(self) -> bool:
+        """The staircase check (:func:`staircase_climbs`) over every seed."""
+        return staircase_climbs([self.onsets[o] for o in sorted(self.onsets)])
+
+    def climbs_per_seed(self) -> list[bool]:
+        """The staircase check, seed by seed."""
+        n = len(next(iter(self.onsets.values())))
+        return [
+            staircase_climbs([self.onsets[o][k : k + 1] for o in sorted(self.onsets)])
+            for k in range(n)
+        ]
+
+
+@dataclass
+class BitRun:
+    """One batched run of :func:`train_bits`, labelled: read back by gamma, not by index.
+
+    Attributes:
+        history: the run's :class:`lib.engine.History` (instances gamma-major).
+        sweep: its :class:`lib.sweep.Sweep` over ``gamma`` and ``seed``.
+        targets: the :class:`OrderTargets` it was measured against.
+        floor: ``{order: noise floor}`` (:func:`order_noise_floor`).
+    """
+
+    history: History
+    sweep: Sweep
+    targets: OrderTargets
+    floor: dict
+
+    @property
+    def gammas(self) -> list[float]:
+        """The run's gammas, ascending."""
+        return sorted(self.sweep.axes["gamma"])
+
+    @functools.cached_property
+    def data(self):
+        """Every logged metric as an ``xarray.Dataset`` with dims ``(step, gamma, seed)``."""
+        return self.sweep.dataset(self.history)
+
+    def arm(self, gamma: float) -> tuple[np.ndarray, dict]:
+        """Steps and ``{metric: (n_logs, seeds)}`` of the instances at ``gamma``."""
+        ds = self.data
+        if float(gamma) not in self.sweep.axes["gamma"]:
+            raise KeyError(f"gamma={gamma} was not run; gammas: {self.sweep.axes['gamma']}")
+        return self.history.steps, {
+            k: ds[k].sel(gamma=float(gamma)).transpose("step", "seed").values for k in ds
+        }
+
+    def stairs(self, gamma: float) -> Stairs:
+        """Onsets, escapes and plateaus of the arm at ``gamma``, every seed."""
+        steps, m = self.arm(gamma)
+        orders = self.targets.orders
+        on = {o: stair_onsets(steps, m[f"R{o}"], self.floor[o]) for o in orders}
+        esc = {o: escape_steps(steps, m[f"bit{o}"]) for o in orders if o > 0}
+        masks = {o: plateau_mask(steps, m[f"bit{o}"], on[o - 1]) for o in esc}
+        med = {
+            o: np.array(
+                [
+                    np.median(m[f"R{o}"][mask[:, k], k]) if mask[:, k].any() else np.nan
+                    for k in range(mask.shape[1])
+                ]
+            )
+            for o, mask in masks.items()
+        }
+        return Stairs(on, esc, masks, med)
+
+
+def run_bits(
+    model,
+    data,
+    layout,
+    targets: OrderTargets,
+    seeds: Sequence[int],
+    gammas: Sequence[float],
+    steps: int,
+    floor: dict,
+    **train_kwargs,
+) -> BitRun:
+    """:func:`train_bits` over every (gamma, seed), returned as a labelled :class:`BitRun`.
+
+    ``floor`` is the noise floor the run's stairs are read against; every other keyword
+    argument goes to :func:`train_bits`.
+    """
+    history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **train_kwargs)
+    return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from lib import embedstruct as ES
 from lib import tasks as T
-from lib.config import ConfigError
+from lib.env import ConfigError
 
 
 def test_control_shares_t3_rows_and_moves_information_to_order_0():
@@ -105,3 +106,48 @@ def test_transplants_on_the_device_equal_the_cpu_ones():
         assert E.device.type == "cuda"
         # the SVD's signs may differ between devices; the Gram matrix may not
         assert torch.allclose((E @ E.T).cpu(), cpu[name] @ cpu[name].T, atol=1e-8), name
+
+
+# ------------------------------------------------- Chapter 6's bookkeeping (its experiment module)
+
+
+def test_chapter6_tasks_share_one_vocabulary_and_length():
+    from lib.experiments import ch06_embeddings_matter as ex
+
+    raw, split, V = ex.e1_tasks(ex.Config())
+    assert V == 162  # T1's 161 tokens and the marker
+    for parts in split.values():
+        for d in parts.values():
+            assert d.X.shape[1] == ex.SEQ_LEN and int(d.X.max()) < V and int(d.y.max()) < V
+    pairs = ex.critical_pairs(5)
+    assert pairs["T3 gated"] == [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12)]
+    assert len(pairs["modular addition"]) == 10
+    masks = ex.pair_masks(pairs, V, ["T3 gated", "T1 composite"])
+    assert masks.shape == (2, V, V) and masks[0, 1, 2] and not masks[1].any()
+
+
+def test_chapter6_counting_helpers():
+    from lib.experiments import ch06_embeddings_matter as ex
+
+    # Key 0 with anchor 1 has labels {5, 5, 6}: the best gate-blind guess is right 2 of 3.
+    d = T.TaskData(
+        torch.tensor([[0, 1, 9], [0, 1, 8], [0, 1, 9], [2, 3, 9]]),
+        torch.tensor([5, 5, 6, 7]),
+        10,
+        10,
+        {},
+        "toy",
+    )
+    assert ex.best_accuracy_without_gate(d, 10) == pytest.approx(3 / 4)
+    same = ex.signature_tv(d, [(0, 1)], 10)  # tokens 0 and 1 occur in the same rows
+    assert same == pytest.approx(0.0)
+    assert ex.signature_tv(d, [(1, 2)], 10) == pytest.approx(1.0)  # disjoint labels
+    assert ex.per_seed([3.0, float("inf"), float("nan")]) == "3 — —"
+    assert ex.per_seed([3.0, 4.0], sep=", ") == "3, 4"
+    steps = [0, 10, 20, 30]
+    assert ex.stays_above_from(steps, np.array([False, True, False, True])) == 30
+    assert ex.stays_above_from(steps, np.array([True, True, True, True])) == 0
+    assert ex.stays_above_from(steps, np.array([True, True, True, False])) == 0
+    assert ex.reach_steps(
+        steps, np.array([[0.0, 0.1], [0.5, 0.2], [0.6, 0.3], [0.7, 0.3]]), [0.5, 0.3]
+    ).tolist() == [10.0, 20.0]

@@ -156,3 +156,41 @@ def test_train_bits_batched_runs(model_name):
     )
     assert list(gk) == [1.0, 1.0, 0.5, 0.5] and list(sk) == [0, 1, 0, 1]
     assert h["R0"].shape == (2, 4) and np.isnan(h["R0"][0]).all()
+
+
+def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
+    tg = st.parity_targets(PB2, LAY2)
+    mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
+    floor = {0: 0.2, 1: 0.2}
+    run = st.run_bits(
+        mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, floor, lr=1e-2, log_at=[0, 1, 2, 4, 6]
+    )
+    h, gk, _ = st.train_bits(
+        mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, lr=1e-2, log_at=[0, 1, 2, 4, 6]
+    )
+    assert run.gammas == [0.5, 1.0] and run.data["R0"].dims == ("step", "gamma", "seed")
+    steps, m = run.arm(0.5)
+    np.testing.assert_allclose(m["bit1"], h["bit1"][:, gk == 0.5], atol=1e-6)  # same seeds
+    assert m["R1"].shape == (5, 2)
+    with pytest.raises(KeyError, match="was not run"):
+        run.arm(0.3)
+    s = run.stairs(0.5)
+    assert set(s.onsets) == {0, 1} and set(s.escapes) == set(s.plateaus) == {1}
+    np.testing.assert_array_equal(s.onsets[1], st.stair_onsets(steps, m["R1"], floor[1]))
+    np.testing.assert_array_equal(s.escapes[1], st.escape_steps(steps, m["bit1"]))
+    mask = st.plateau_mask(steps, m["bit1"], s.onsets[0])
+    np.testing.assert_array_equal(s.plateaus[1], mask)
+    for k in range(2):
+        want = np.median(m["R1"][mask[:, k], k]) if mask[:, k].any() else np.nan
+        np.testing.assert_equal(s.plateau_R[1][k], want)
+    assert s.climbs() == all(s.climbs_per_seed())
+
+
+def test_stairs_climb_check_per_seed():
+    s = st.Stairs(
+        onsets={0: np.array([1.0, 1.0]), 1: np.array([5.0, math.inf])},
+        escapes={},
+        plateaus={},
+        plateau_R={},
+    )
+    assert s.climbs_per_seed() == [True, False] and not s.climbs()
