@@ -397,21 +397,12 @@ class BitRun:
         return Stairs(on, esc, masks, med)
 
 
-def run_bits(
-    model,
-    data,
-    layout,
-    targets: OrderTargets,
-    seeds: Sequence[int],
-    gammas: Sequence[float],
-    steps: int,
-    floor: dict,
-    **train_kwargs,
-) -> BitRun:
+def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, floor, **kw):
     """:func:`train_bits` over every (gamma, seed), returned as a labelled :class:`BitRun`.
 
-    ``floor`` is the noise floor the run's stairs are read against; every other keyword
-    argument goes to :func:`train_bits`.
+    The arguments are those of :func:`train_bits`, and ``floor`` (a dict), the noise floor
+    the run's stairs are read against; every other keyword argument goes to
+    :func:`train_bits`.
     """
-    history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **train_kwargs)
+    history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
     return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)

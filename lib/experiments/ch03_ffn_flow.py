@@ -16,17 +16,17 @@ import torch
 
 from .. import engine, flow
 from .. import metrics as M
-from . import ChapterConfig
+from .expansion import ExpansionCheck
 
 CHAPTER = "03_ffn_flow"
 
 
 @dataclass(frozen=True)
-class Config(ChapterConfig):
-    """Chapter 3 at book scale.
+class Config(ExpansionCheck):
+    """Chapter 3 at book scale. The check at init (init_gammas, n_init_seeds,
+    scale_factors, slope_tol, cos_target) is :class:`lib.experiments.expansion.ExpansionCheck`.
 
     Init rates (every weight is drawn with std fan_in^-γ):
-    init_gammas: the grid of γ at which the expansion is checked against autograd at init.
     gamma: the small-init rate from which the leading term alone must reach ``cos_target``
         (γ >= 0.8 in the text).
     gamma_mid: the intermediate rate where the three terms together beat the leading one
@@ -40,11 +40,6 @@ class Config(ChapterConfig):
     t3_reps: repetitions of the gated-addition dataset T3.
     activation: the Emb-MLP's activation (SiLU: c1 = 1/2, c2 = 1/2, no cubic term).
     d_model, d_hidden: embedding and hidden widths of the models checked at init.
-    n_init_seeds: initializations per γ at init (each instance has its own seed).
-    scale_factors: the factors t by which the weights of a γ = 1 init are scaled in the
-        scaling test of the orders.
-    slope_tol: how far a fitted log-log power may be from the predicted one.
-    cos_target: the cosine with the true gradient asked of a leading term.
 
     The hand-over (full-batch GD, steps clipped in norm):
     gd_hidden: the hidden width of the GD models (hand-over and escape).
@@ -74,14 +69,9 @@ class Config(ChapterConfig):
     activation: str = "silu"
     d_model: int = 32
     d_hidden: int = 128
-    init_gammas: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     gamma: float = 0.8
     gamma_mid: float = 0.5
     gamma_large: float = 0.3
-    n_init_seeds: int = 4
-    scale_factors: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
-    slope_tol: float = 0.35
-    cos_target: float = 0.99
     gd_hidden: int = 64
     gamma_handover: float = 1.0
     handover_seeds: tuple[int, ...] = (0, 1, 2, 3)

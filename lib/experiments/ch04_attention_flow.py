@@ -16,18 +16,18 @@ import torch
 
 from .. import flow
 from .. import metrics as M
-from . import ChapterConfig
+from .expansion import ExpansionCheck
 
 CHAPTER = "04_attention_flow"
 
 
 @dataclass(frozen=True)
-class Config(ChapterConfig):
-    """Chapter 4 at book scale.
+class Config(ExpansionCheck):
+    """Chapter 4 at book scale. The check at init (init_gammas, n_init_seeds,
+    scale_factors, slope_tol, cos_target) is :class:`lib.experiments.expansion.ExpansionCheck`.
 
     Init rates (every weight is drawn with std fan_in^-γ; the position embedding has
     fan-in L, so its entries have std L^-γ):
-    init_gammas: the grid of γ at which the expansion is checked against autograd at init.
     gamma: the small-init rate (γ = 0.8): the leading term should reach ``cos_target``
         from it on, and the GD run's instances that should stay near uniform attention
         until QK moves.
@@ -38,11 +38,6 @@ class Config(ChapterConfig):
     The task and the model:
     t3_reps: repetitions of the gated-addition dataset T3.
     d_model: the model's width.
-    n_init_seeds: initializations per γ at init (each instance has its own seed).
-    scale_factors: the factors t by which the weights of a γ = 1 init are scaled in the
-        scaling tests of the orders.
-    slope_tol: how far a fitted log-log power may be from the predicted one.
-    cos_target: the cosine with the true gradient asked of a leading term.
     first_order_tol: the relative error within which the first-order formula must give
         the distance from uniform attention.
 
@@ -60,13 +55,8 @@ class Config(ChapterConfig):
 
     t3_reps: int = 1
     d_model: int = 32
-    init_gammas: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     gamma: float = 0.8
     gamma_large: float = 0.5
-    n_init_seeds: int = 4
-    scale_factors: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
-    slope_tol: float = 0.35
-    cos_target: float = 0.99
     first_order_tol: float = 0.05
     n_gd_seeds: int = 2
     gd_seed0: int = 100
