@@ -36,6 +36,7 @@ COLORS = {
     "small": _CB[0],
     "large": _CB[3],
     "theory": (0.15, 0.15, 0.15),
+    "reference": (0.0, 0.0, 0.0),  # zero lines, bin edges, marked cells
     "null": (0.6, 0.6, 0.6),
 }
 # The four QK/OV parameterizations (Chapter 7): the factorized-QK one in the QK colour, the

@@ -309,8 +309,8 @@ def plot_run(axes, run: dict, title: str, small, standard) -> None:
             lo, hi = null["null_lo"][1:], null["null_hi"][1:]
             ax.fill_between(steps, lo, hi, color=COLORS["null"], alpha=0.25, lw=0)
             for edge in (lo, hi):
-                ax.plot(steps, edge, color="k", lw=0.6, ls=":")
-            ax.axhline(0, color="k", lw=0.5)
+                ax.plot(steps, edge, color=COLORS["reference"], lw=0.6, ls=":")
+            ax.axhline(0, color=COLORS["reference"], lw=0.5)
         a0.set_ylabel(f"{init} init\n" + r"$R_{\cos}$")
         a1.set_ylabel(r"partial $R_{\cos}\cdot$ next")
         a2.set_ylabel(r"$R_{\cos}(W^U,\varphi^{\rm pre})$")
