@@ -49,6 +49,8 @@ PARAMETERIZATION_COLORS = {
     "CACO": _DARK[5],
 }
 SIMILARITY_CMAP = "RdBu_r"
+# Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.
+HISTOGRAM_CMAP = "coolwarm"
 FIGSIZE = (5.0, 3.2)
 # The book's standard figure widths (inches) by number of panel columns, and the height of
 # one row of panels: every multi-panel figure is drawn at one of these sizes (subplots).

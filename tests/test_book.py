@@ -198,3 +198,17 @@ def test_the_library_docstring_names_every_module():
     names = [m.name for m in pkgutil.iter_modules(lib.__path__)]
     missing = [n for n in names if f"``{n}``" not in lib.__doc__]
     assert not missing, f"lib/__init__.py's docstring does not name: {missing}"
+
+
+def test_no_chapter_brings_its_own_colours_or_figure_sizes():
+    """Colours come from lib.style's palettes and sizes from style.subplots/figsize: no
+    colour literal, hex code or figsize tuple in a chapter's code or experiment module."""
+    import re
+
+    bad = re.compile(r"""(colou?r|cmap)\s*=\s*["']|["']#[0-9a-fA-F]{6}["']|figsize\s*=\s*\(""")
+    sources = {md.name: "\n".join(c.source for c in booktools.check_chapter(md).cells
+                                  if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
+    sources |= {p.name: p.read_text() for p in (ROOT / "lib" / "experiments").glob("*.py")}
+    for name, src in sources.items():
+        hits = [ln.strip() for ln in src.splitlines() if bad.search(ln)]
+        assert not hits, f"{name}: use lib.style's palettes and sizes instead of {hits[:3]}"
