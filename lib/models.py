@@ -163,6 +163,8 @@ class Transformer:
     (parameter-free, pre-norm) is off by default because it breaks the small-init
     expansion. ``readout="last"`` predicts a label from the last position (the synthetic
     tasks); ``readout="all"`` predicts the next token at every position (language models).
+    ``qk="collapsed"`` replaces the factorized query-key circuit by one (d, d) matrix per
+    layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 8).
     """
 
     vocab_size: int
@@ -176,8 +178,11 @@ class Transformer:
     layernorm: bool = False
     readout: str = "last"
     emb_fan_in: int | None = None  # default: vocab_size (the group's convention)
+    qk: str = "factorized"  # or "collapsed": one W_QK per layer instead of W_Q, W_K
 
     def __post_init__(self):
+        if self.qk not in ("factorized", "collapsed"):
+            raise ValueError(f"qk must be 'factorized' or 'collapsed', got {self.qk!r}")
         if self.readout not in ("last", "all"):
             raise ValueError(f"readout must be 'last' or 'all', got {self.readout!r}")
         if self.activation not in ACTIVATIONS:
@@ -203,8 +208,11 @@ class Transformer:
             "P": ParamSpec((self.context_len, d), self.context_len, "position"),
         }
         for layer in range(self.n_layers):
-            s[f"Q{layer}"] = ParamSpec((d, dh), d, "qk")
-            s[f"K{layer}"] = ParamSpec((d, dh), d, "qk")
+            if self.qk == "collapsed":
+                s[f"QK{layer}"] = ParamSpec((d, d), d, "qk")
+            else:
+                s[f"Q{layer}"] = ParamSpec((d, dh), d, "qk")
+                s[f"K{layer}"] = ParamSpec((d, dh), d, "qk")
             s[f"V{layer}"] = ParamSpec((d, dh), d, "ov")
             s[f"O{layer}"] = ParamSpec((dh, d), dh, "ov")
             if self.d_mlp:
@@ -227,7 +235,10 @@ class Transformer:
         attn = []
         for layer in range(self.n_layers):
             x = norm(h)
-            q, k = _lin(x, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
+            if self.qk == "collapsed":
+                q, k = _lin(x, params[f"QK{layer}"]), x
+            else:
+                q, k = _lin(x, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
             v = _lin(x, params[f"V{layer}"])
             scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
             A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)

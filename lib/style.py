@@ -75,6 +75,22 @@ def use_book_style() -> None:
     )
 
 
+def ordered_colors(values, base=None) -> dict:
+    """One colour per value of an ordered parameter (a δ, a mode index, a rate r), light to
+    dark: viridis, or shades of ``base`` (e.g. ``COLORS["qk"]`` for QK rates)."""
+    values = list(values)
+    if base is None:
+        shades = plt.cm.viridis(np.linspace(0, 0.85, len(values)))
+    else:
+        shades = sns.light_palette(base, n_colors=len(values) + 2)[2:]
+    return {v: tuple(c) for v, c in zip(values, shades, strict=True)}
+
+
+def seed_colors(n: int) -> list:
+    """One categorical colour per seed, for the few figures that draw seeds apart."""
+    return [tuple(c) for c in plt.cm.tab10(np.arange(n) % 10)]
+
+
 def figsize(ncols: int = 1, nrows: int = 1, row_height: float = ROW_HEIGHT):
     """The book's size for a figure of ``nrows`` x ``ncols`` panels: one of the standard
     widths (four columns and more share the widest) and ``row_height`` per row."""

@@ -205,7 +205,10 @@ def test_no_chapter_brings_its_own_colours_or_figure_sizes():
     colour literal, hex code or figsize tuple in a chapter's code or experiment module."""
     import re
 
-    bad = re.compile(r"""(colou?r|cmap)\s*=\s*["']|["']#[0-9a-fA-F]{6}["']|figsize\s*=\s*\(""")
+    bad = re.compile(
+        r"""(colou?r|cmap)\s*=\s*["']|["']#[0-9a-fA-F]{6}["']|figsize\s*=\s*\("""
+        r"""|plt\.cm\.|\bcm\.\w+\(|palette\("""
+    )
     sources = {md.name: "\n".join(c.source for c in booktools.check_chapter(md).cells
                                   if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
     sources |= {p.name: p.read_text() for p in (ROOT / "lib" / "experiments").glob("*.py")}

@@ -45,8 +45,10 @@ class Config(ChapterConfig):
         having left its quasi-static regime (Chapter 4's delta ball).
     t_early: the early step at which the theory line's scaling of the attention's distance
         from uniform with r is read (after Adam's first steps, before anything saturates).
-    escape_flat_tol: the largest |exponent| of the escape step in r read as "does not depend
-        on r" (the theory line predicts 0).
+    flat_fraction: the escape step "does not depend on r" when its exponent in r is smaller
+        in size than this fraction of the exponent of the step at which attention leaves
+        uniform (the theory line predicts 0 against -1/2; the leave step is the run's own
+        evidence that the fit can see a dependence on r).
     control_seed: seed of the permutation of the bit-1 signs in the negative control.
     control_r_grid: the ratios the negative control is run at (factorized QK).
     shk_*: the Shakespeare LM (Chapter 7's model and multipliers, at small init):
@@ -71,7 +73,7 @@ class Config(ChapterConfig):
     floor_samples: int = 4000
     delta: float = 0.05
     t_early: int = 10
-    escape_flat_tol: float = 0.1
+    flat_fraction: float = 0.5
     control_seed: int = 0
     control_r_grid: tuple[float, ...] = (0.03, 1.0, 10.0)
     shk_d_model: int = 32
@@ -211,12 +213,30 @@ def rate_sweep(cfg: Config, r_grid=None, seeds=None) -> Sweep:
     return Sweep(r=list(r_grid or cfg.r_grid), seed=list(seeds or cfg.seeds))
 
 
-def train_rates(cfg: Config, model, data, layout, targets, sw: Sweep, device, desc="train"):
+def signature_callbacks(targets, E0, prefix: str) -> dict:
+    """Callbacks ``{prefix}R{o}``: the partial R of each order of ``targets`` on the anchors'
+    embedding increment (as :func:`lib.staircase.bit_callbacks` logs them), for reading one
+    run against a second set of signatures."""
+    E0, tok, state = E0.detach().clone(), list(targets.tokens), {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
+            state.update(step=step, v=st.order_partials(dE, targets))
+        return state["v"]
+
+    return {f"{prefix}R{o}": (lambda s, p, o=o: measure(s, p)[o]) for o in targets.orders}
+
+
+def train_rates(
+    cfg: Config, model, data, layout, targets, sw: Sweep, device, desc="train", also=None
+):
     """One batched full-batch Adam run of ``model`` over the (r, seed) grid ``sw``.
 
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.staircase.bit_callbacks` and :func:`attention_callbacks`.
+    :func:`lib.staircase.bit_callbacks` and :func:`attention_callbacks`, and for each
+    ``prefix: targets`` of ``also`` the :func:`signature_callbacks` of those targets.
     """
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     with torch.no_grad():
@@ -224,6 +244,8 @@ def train_rates(cfg: Config, model, data, layout, targets, sw: Sweep, device, de
     X, y = data.X.to(device), data.y.to(device)
     callbacks = st.bit_callbacks(model, data, layout, targets, params["E"])
     callbacks.update(attention_callbacks(model, X, params))
+    for prefix, extra in (also or {}).items():
+        callbacks.update(signature_callbacks(extra, params["E"], prefix))
     return engine.train(
         model,
         params,
@@ -283,16 +305,6 @@ def stair_summary(h, sw: Sweep, floor: dict, delta: float):
         out[f"{pos}_plateau"] = _median_where(A[..., j], plateau)
         out[f"{pos}_end"] = A[-1, :, j]
     return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()})
-
-
-def r_colors(r_grid) -> dict:
-    """Shades of the book's QK colour, light to dark with r (as Chapter 7 draws rates)."""
-    import seaborn as sns
-
-    from ..style import COLORS
-
-    shades = sns.light_palette(COLORS["qk"], n_colors=len(r_grid) + 2)[2:]
-    return {r: tuple(c) for r, c in zip(r_grid, shades, strict=True)}
 
 
 def per_instance_table(summaries: dict, names):
@@ -406,8 +418,8 @@ __all__ = [
     "log_grid",
     "rate_sweep",
     "train_rates",
+    "signature_callbacks",
     "stair_summary",
-    "r_colors",
     "per_instance_table",
     "loglog_slope",
     "shakespeare_stream",
