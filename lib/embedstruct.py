@@ -54,13 +54,13 @@ def transplant_embeddings(
     early = torch.as_tensor(early).to(device=pcs.device, dtype=F64)
     if early.shape != pcs.shape:
         raise ValueError(f"early {tuple(early.shape)} and pcs {tuple(pcs.shape)} differ in shape")
-    g = torch.Generator().manual_seed(int(seed))
-    perm = torch.randperm(pcs.shape[0], generator=g).to(pcs.device)
+    gen = torch.Generator().manual_seed(int(seed))
+    perm = torch.randperm(pcs.shape[0], generator=gen).to(pcs.device)
     arms = {
         "early": early - early.mean(0, keepdim=True),
         "signature": pcs,
         "permuted": pcs[perm],
-        "random": torch.randn(pcs.shape, generator=g, dtype=F64).to(pcs.device),
+        "random": torch.randn(pcs.shape, generator=gen, dtype=F64).to(pcs.device),
     }
     for name, E in arms.items():
         n = E.norm()

@@ -180,8 +180,8 @@ def neg_grad_E(model, params, X, y) -> torch.Tensor:
     with torch.enable_grad():  # also inside the engine's no_grad callbacks
         p64 = {k: v.detach().to(F64).requires_grad_(k == "E") for k, v in params.items()}
         loss = cross_entropy(model.forward(p64, X), y).sum()
-        (g,) = torch.autograd.grad(loss, [p64["E"]])
-    return -g
+        (grad,) = torch.autograd.grad(loss, [p64["E"]])
+    return -grad
 
 
 def mean_prediction(model, params, X) -> torch.Tensor:

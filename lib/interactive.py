@@ -21,8 +21,8 @@ from .style import COLORS
 def _hex(color) -> str:
     if isinstance(color, str):
         return color
-    r, g, b = (int(round(255 * c)) for c in color[:3])
-    return f"#{r:02x}{g:02x}{b:02x}"
+    red, green, blue = (int(round(255 * c)) for c in color[:3])
+    return f"#{red:02x}{green:02x}{blue:02x}"
 
 
 def slider_figure(

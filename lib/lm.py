@@ -184,8 +184,8 @@ def alignment_curves(
         if not torch.isfinite(phi).all():
             raise ValueError(f"signature {name!r} has non-finite rows: drop those tokens")
     i, j = torch.triu_indices(T, T, offset=1)
-    g = torch.Generator().manual_seed(seed)
-    perms = torch.stack([torch.randperm(T, generator=g) for _ in range(n_perm)])
+    gen = torch.Generator().manual_seed(seed)
+    perms = torch.stack([torch.randperm(T, generator=gen) for _ in range(n_perm)])
     x = _standardize(S[..., i, j])  # (n_logs, K, P)
 
     def sig_pairs(phi):

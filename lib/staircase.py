@@ -182,8 +182,8 @@ def order_noise_floor(targets: OrderTargets, d: int, n: int = 2000, q: float = 0
     """``q`` quantile of each order's partial R for Gaussian increments of shape (T, d)."""
     if not 0 < q < 1:
         raise ValueError(f"q must be in (0, 1), got {q}")
-    g = torch.Generator().manual_seed(seed)
-    dE = torch.randn(n, len(targets.tokens), d, generator=g, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(seed)
+    dE = torch.randn(n, len(targets.tokens), d, generator=gen, dtype=torch.float64)
     dE = dE - dE.mean(-2, keepdim=True)
     return {o: float(torch.quantile(v, q)) for o, v in order_partials(dE, targets).items()}
 
