@@ -215,3 +215,19 @@ def test_no_chapter_brings_its_own_colours_or_figure_sizes():
     for name, src in sources.items():
         hits = [ln.strip() for ln in src.splitlines() if bad.search(ln)]
         assert not hits, f"{name}: use lib.style's palettes and sizes instead of {hits[:3]}"
+
+
+def test_one_name_per_concept_no_g_and_no_clash_dodging_names():
+    """``g`` once meant gamma, gradient, gain, group and generator; ``Kk``/``Vv`` dodged a
+    clash. Neither kind of name is used in the library or in a chapter's code."""
+    import io
+    import tokenize
+
+    sources = {p.name: p.read_text() for p in (ROOT / "lib").rglob("*.py")}
+    sources |= {md.name: "\n".join(c.source for c in booktools.check_chapter(md).cells
+                                   if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
+    for name, src in sources.items():
+        toks = tokenize.generate_tokens(io.StringIO(src).readline)
+        bad = sorted({(t.string, t.start[0]) for t in toks
+                      if t.type == tokenize.NAME and t.string in ("g", "Kk", "Vv")})  # fmt: skip
+        assert not bad, f"{name}: name these for what they are: {bad[:5]}"
