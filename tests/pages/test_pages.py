@@ -2,7 +2,7 @@
 
 Run by ``make pages`` (part of ``make test``) on the strict build's HTML, named by the
 environment variable ``BOOK_HTML``; it is never skipped. On every page: the math is
-typeset (no raw ``\\(``, ``\\[`` or ``$$`` left in the text), every image loads, no
+typeset (no raw ``\\(``, ``\\[``, ``$$`` or ``$x$`` left in the text outside code), every image loads, no
 cross-reference is left unresolved, every script and stylesheet is served by the book
 itself (no CDN), and the browser console shows no errors.
 """
@@ -78,6 +78,15 @@ def test_page_reads_offline(browser, page):
     text = browser.execute_script("return document.body.innerText")
     raw = [m for m in ("\\(", "\\[", "$$") if m in text]
     assert not raw, f"{page.name}: untypeset math {raw} in the rendered text"
+    prose = browser.execute_script(
+        "const b = document.body.cloneNode(true);"
+        "b.querySelectorAll('pre, code, script, .highlight').forEach(e => e.remove());"
+        "return b.innerText"
+    )
+    dollars = re.findall(r"\$[^$\s][^$\n]{0,40}\$", prose)
+    assert not dollars, (
+        f"{page.name}: dollar math left as text (e.g. in a glued sentence): {dollars[:3]}"
+    )
     broken = browser.execute_script(
         "return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
     )
