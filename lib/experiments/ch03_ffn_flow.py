@@ -16,7 +16,7 @@ import torch
 
 from .. import engine, flow
 from .. import metrics as M
-from .expansion import ExpansionCheck
+from .expansion import CI_OVERRIDES, ExpansionCheck
 
 CHAPTER = "03_ffn_flow"
 
@@ -102,8 +102,7 @@ class Config(ExpansionCheck):
 
 OVERRIDES = {
     "ci": dict(
-        n_init_seeds=2,
-        scale_factors=(1.0, 0.5, 0.25),
+        **CI_OVERRIDES,
         handover_seeds=(0, 1),
         handover_steps=800,
         handover_n_logs=30,

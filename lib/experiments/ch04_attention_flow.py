@@ -16,7 +16,7 @@ import torch
 
 from .. import flow
 from .. import metrics as M
-from .expansion import ExpansionCheck
+from .expansion import CI_OVERRIDES, ExpansionCheck
 
 CHAPTER = "04_attention_flow"
 
@@ -71,8 +71,7 @@ class Config(ExpansionCheck):
 
 OVERRIDES = {
     "ci": dict(
-        n_init_seeds=2,
-        scale_factors=(1.0, 0.5, 0.25),
+        **CI_OVERRIDES,
         n_gd_seeds=1,
         gd_steps=1200,
         gd_n_logs=25,
