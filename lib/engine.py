@@ -54,6 +54,14 @@ class History:
         return self.metrics[name][int(np.argmin(np.abs(self.steps - step)))]
 
 
+def log_grid(total: int, n: int, extra=()) -> np.ndarray:
+    """Logging steps for a run whose events come both early and late: ``n`` log-spaced steps
+    (:func:`log_steps`), ``n + 1`` evenly spaced ones, and the ``extra`` steps a reading
+    needs exactly (e.g. the step at which a scaling is read), sorted and unique."""
+    lin = np.linspace(0, total, n + 1).astype(int)
+    return np.union1d(np.union1d(log_steps(total, n), lin), np.asarray(extra, dtype=int))
+
+
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy per instance: logits (K, ..., C), labels (...) or (K, ...) -> (K,)."""
     K, C = logits.shape[0], logits.shape[-1]

@@ -272,6 +272,10 @@ __all__ = [
     "partial_from_correlations",
     "field_cosine",
     "field_norm_ratio",
+    "at_matched_loss",
+    "first_log_below",
+    "SharperCheck",
+    "sharper_at_matched_loss",
 ]
 
 

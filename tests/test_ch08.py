@@ -31,14 +31,6 @@ def test_gate_blind_keeps_order0_and_removes_bit1_information():
     assert set(targets.phis) == {0, 1}
 
 
-def test_log_grid_has_both_ends_and_is_sorted():
-    grid = ex.log_grid(500, 24)
-    assert grid[0] == 0 and grid[-1] == 500
-    assert grid == sorted(set(grid))
-    assert {1, 2, 3} <= set(grid)  # the log part resolves the first steps
-    assert len(grid) > 24
-
-
 def test_loglog_slope():
     r = np.array([0.1, 1.0, 10.0])
     assert abs(ex.loglog_slope(r, 3 * r**2) - 2) < 1e-12

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.engine import TrainingDivergedError, cross_entropy, log_steps, train
+from lib.engine import TrainingDivergedError, cross_entropy, log_grid, log_steps, train
 from lib.env import ConfigError
 from lib.init import ParamSpec, init_params
 from lib.models import EmbMLP, LinearEmb, Transformer, build, embed_sum
@@ -264,3 +264,11 @@ def test_importing_lib_flushes_denormals():
 
     # 1e-30 * 1e-10 = 1e-40 is a float32 denormal: flushed to zero it is exactly 0.
     assert float(torch.tensor([1e-30]) * 1e-10) == 0.0
+
+
+def test_log_grid_has_both_ends_is_sorted_and_holds_the_extra_steps():
+    grid = log_grid(500, 24, extra=[10, 499])
+    assert grid[0] == 0 and grid[-1] == 500
+    assert list(grid) == sorted(set(grid.tolist()))
+    assert {1, 2, 3, 10, 499} <= set(grid.tolist())  # the log part resolves the first steps
+    assert len(grid) > 24

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import metrics, qkov, reduced, tasks
+from lib import engine, metrics, qkov, reduced, tasks
 from lib.experiments import ch07_qk_ov_sharpening as ex
 from lib.init import init_params
 
@@ -247,7 +247,6 @@ def test_streams_and_snapshots_land_on_the_requested_device():
 
 
 def _tiny_history(steps=6):
-    from lib import engine
 
     m = qkov.SingleQueryAttention.named("CACO")
     p = init_params(m.specs(), [0, 1], gamma=0.5)
@@ -258,16 +257,10 @@ def _tiny_history(steps=6):
         steps,
         optimizer="sgd",
         lr=0.5,
-        log_at=ex.log_grid(steps, 3),
+        log_at=engine.log_grid(steps, 3),
         callbacks=ex.snapshot_callbacks(m),
         desc="test",
     )
-
-
-def test_log_grid_holds_both_ends_and_is_sorted():
-    s = ex.log_grid(100, 10)
-    assert s[0] == 0 and s[-1] == 100 and np.all(np.diff(s) > 0)
-    assert set(np.linspace(0, 100, 11).astype(int)) <= set(s)
 
 
 def test_stats_over_training_has_one_row_per_log_and_means_of_the_samples():

@@ -290,13 +290,6 @@ def modal_bin_status(percent, official_modal: int | None) -> str:
 # ---------------------------------------------------------------------------
 
 
-def log_grid(n_steps: int, n_logs: int) -> np.ndarray:
-    """Logging steps: ``n_logs`` log-spaced and ``n_logs + 1`` evenly spaced over a run."""
-    return np.union1d(
-        engine.log_steps(n_steps, n_logs), np.linspace(0, n_steps, n_logs + 1).astype(int)
-    )
-
-
 def scan_snap_stream(K: int, batch_size: int, seq_len: int, seed: int, device="cpu"):
     """``data(step) -> (X, y)`` with an independent Scan-and-Snap batch per instance,
     X (K, batch_size, seq_len - 1), on ``device``. The batches are drawn by a fixed CPU
@@ -324,7 +317,7 @@ def snapshots(history, model, i: int, device=None) -> dict[str, torch.Tensor]:
 def train_scan_snap(cfg: Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device):
     """One batched SGD run of parameterization ``name`` from the official code's init
     (:func:`lib.qkov.code_init_`), one instance per seed; returns ``(model, history)``
-    with a weight snapshot at every step of :func:`log_grid`."""
+    with a weight snapshot at every step of :func:`lib.engine.log_grid`."""
     m = qkov.SingleQueryAttention.named(name)
     params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
     qkov.code_init_(m, params)
@@ -335,7 +328,7 @@ def train_scan_snap(cfg: Config, name: str, eta_qk, eta_ov, run_seeds, data_seed
         n_steps,
         optimizer="sgd",
         group_lr={"qk": eta_qk, "ov": eta_ov},
-        log_at=log_grid(n_steps, cfg.n_logs),
+        log_at=engine.log_grid(n_steps, cfg.n_logs),
         callbacks=snapshot_callbacks(m),
         desc=name,
     )

@@ -39,7 +39,7 @@ class Config(ChapterConfig):
     qk_kinds: the QK parameterizations, one batched run each (``Transformer.qk``).
     seeds: the seeds of every (r, QK) arm.
     steps, n_logs: Adam steps of every run; n_logs log-spaced and n_logs evenly spaced
-        logging steps (:func:`log_grid`).
+        logging steps (:func:`lib.engine.log_grid`).
     floor_samples: Gaussian draws of the R0/R1 noise floors (``order_noise_floor``).
     delta: total-variation distance from uniform attention at which attention counts as
         having left its quasi-static regime (Chapter 4's delta ball).
@@ -201,13 +201,6 @@ def attention_callbacks(model, X, params0) -> dict:
     }
 
 
-def log_grid(steps: int, n_logs: int) -> list[int]:
-    """``n_logs`` log-spaced logging steps and as many evenly spaced ones: the log grid
-    resolves the first steps, the linear one the escapes late in the run."""
-    lin = np.linspace(0, steps, n_logs + 1).round().astype(int)
-    return np.union1d(engine.log_steps(steps, n_logs), lin).tolist()
-
-
 def rate_sweep(cfg: Config, r_grid=None, seeds=None) -> Sweep:
     """The (r, seed) grid of one run; the same for both QK parameterizations."""
     return Sweep(r=list(r_grid or cfg.r_grid), seed=list(seeds or cfg.seeds))
@@ -254,7 +247,7 @@ def train_rates(
         optimizer="adam",
         lr=cfg.lr,
         group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=log_grid(cfg.steps, cfg.n_logs),
+        log_at=engine.log_grid(cfg.steps, cfg.n_logs, extra=[cfg.t_early]),
         callbacks=callbacks,
         frozen=("P",),
         desc=desc,
@@ -382,7 +375,7 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
         optimizer="adam",
         lr=cfg.shk_lr,
         group_lr={"qk": cfg.shk_lr * sw.tensor("mult", device=device)},
-        log_at=log_grid(cfg.shk_steps, cfg.shk_n_logs),
+        log_at=engine.log_grid(cfg.shk_steps, cfg.shk_n_logs),
         callbacks=callbacks,
         desc="shakespeare",
     )
@@ -415,7 +408,6 @@ __all__ = [
     "attention_model",
     "qk_product",
     "attention_callbacks",
-    "log_grid",
     "rate_sweep",
     "train_rates",
     "signature_callbacks",
