@@ -12,6 +12,7 @@ embedding), ``embedstruct`` (embedding structure), ``qkov`` (the QK/OV attention
 and ``reduced`` (their reduced two-scalar theory). The book: ``experiments`` (one module
 per chapter, ``experiments.chNN_name``: its typed ``Config`` and plumbing, and
 ``announce``), ``claims`` (what each chapter checks, for the reproduction report),
+``page`` (gluing a section's numbers into its Markdown),
 ``booktools`` (the build) and ``bench`` (speed, as ratios). Chapters import what they
 need: ``from lib import signatures as sig``.
 """

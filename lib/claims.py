@@ -5,7 +5,8 @@ chapter, the section that shows it, its honesty label, the chapter's own verdict
 the measured evidence: whether the claim held in each seed, and the number that was
 measured (per seed). The status is then *computed* from the evidence by one rule
 (:func:`status`), and ``check`` asserts that it equals the chapter's verdict, so a page
-can only say "reproduced" while its numbers do. :meth:`Ledger.save` writes the claims as
+can only say "reproduced" while its numbers do. :meth:`Ledger.finish` (or
+:meth:`Ledger.save`) writes the claims as
 JSON into ``BOOK_CLAIMS_DIR``, from which the reproduction report builds its table and
 fails when a chapter's claims are missing.
 
@@ -86,26 +87,55 @@ class Claim:
         return f"{fmt(float(np.mean(v)))} [{fmt(min(v))}, {fmt(max(v))}]{unit}"
 
 
+FULL = {"paper": "reproduced", "recon": "reproduced", "new": "new result"}
+
+
 class Ledger:
-    """The claims one chapter checks, in order."""
+    """The claims one chapter checks, in order.
+
+    The compact form, one line per claim after the group is set::
+
+        claims = Ledger(ex.CHAPTER)
+        claims.section("sec-stair-staircase", label="new")
+        claims.check("climb", "every stair comes, in order", holds=per_seed, values=onsets)
+        ...
+        claims.finish()  # saves the ledger, glues the counts, shows the table
+
+    A claim's verdict defaults to the full status of its label (*reproduced*, or *new
+    result* for NEW); pass ``verdict=`` where the chapter states less.
+    """
 
     def __init__(self, chapter: str):
         self.chapter = chapter
         self.claims: list[Claim] = []
+        self._section: str | None = None
+        self._label: str | None = None
+
+    def section(self, section: str, label: str | None = None) -> Ledger:
+        """Set the section (its MyST label) and the honesty label of the claims that follow."""
+        if label is not None and label not in LABELS:
+            raise ClaimError(f"unknown label {label!r}; use one of {sorted(LABELS)}")
+        self._section = section
+        if label is not None:
+            self._label = label
+        return self
 
     def check(
         self,
         id: str,
         text: str,
         *,
-        label: str,
-        section: str,
-        verdict: str,
         holds,
         values=(),
         unit: str = "",
+        verdict: str | Sequence[str] | None = None,
+        label: str | None = None,
+        section: str | None = None,
     ) -> Claim:
         """Record a claim and assert that its computed status is ``verdict``.
+
+        ``label`` and ``section`` default to those set by :meth:`section`; ``verdict`` to
+        the full status of the label (:data:`FULL`).
 
         ``verdict`` may be a tuple of statuses when the chapter's claim allows either (for
         example "in every seed but at most one": ``("reproduced", "partly")``), so that it
@@ -119,6 +149,12 @@ class Ledger:
         ``values``: the measured number behind it, per seed (or one number);
         ``section``: the MyST label of the section that shows it.
         """
+        label = label if label is not None else self._label
+        section = section if section is not None else self._section
+        if label is None or section is None:
+            raise ClaimError(f"{id}: no label or section; call Ledger.section(...) first")
+        if verdict is None:
+            verdict = FULL.get(label, "reproduced")
         allowed = (verdict,) if isinstance(verdict, str) else tuple(verdict)
         if not allowed or any(v not in (*STATUSES, AS_MEASURED) for v in allowed):
             raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES + (AS_MEASURED,)}")
@@ -137,6 +173,29 @@ class Ledger:
             )
         self.claims.append(claim)
         return claim
+
+    def counts(self) -> dict[str, int]:
+        """How many asserted claims have each status (``as measured`` ones are left out),
+        keyed ``n``, ``reproduced``, ``new``, ``partly``, ``not_reproduced``."""
+        st = [c.status for c in self.claims if c.verdict != AS_MEASURED]
+        return {
+            "n": len(st),
+            "reproduced": st.count("reproduced"),
+            "new": st.count("new result"),
+            "partly": st.count("partly"),
+            "not_reproduced": st.count("not reproduced"),
+        }
+
+    def finish(self, directory: Path | None = None):
+        """End the chapter: save the ledger, glue its counts as ``claims_<key>`` (keys of
+        :meth:`counts`) for the page's verdict line, and return the claims table."""
+        from IPython.display import Markdown
+
+        from .page import glue_all
+
+        self.save(directory)
+        glue_all(self.counts(), prefix="claims_")
+        return Markdown(self.markdown())
 
     def markdown(self, link: bool = True) -> str:
         """The chapter's claims table (MyST Markdown): claim, label, status, measurement."""

@@ -95,3 +95,26 @@ def init_params(
                 torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(dtype) * std
             )
     return {n: p.to(device).requires_grad_(True) for n, p in out.items()}
+
+
+def perturb(
+    params: Mapping[str, torch.Tensor], rel: float, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """A copy of ``params`` with every entry multiplied by ``1 + rel * z``, ``z ~ N(0, 1)``.
+
+    The stability checks rerun a seed from this copy (``rel = 1e-6``): a verdict that flips
+    under it hinged on float rounding. Instance k's noise comes from its own generator,
+    seeded with ``(seed, k)``; the copy is a new leaf with ``requires_grad`` set.
+    """
+    if not rel >= 0:
+        raise ValueError(f"rel must be >= 0, got {rel}")
+    out = {}
+    K = next(iter(params.values())).shape[0]
+    gens = [torch.Generator().manual_seed(int(seed) * 1_000_003 + k) for k in range(K)]
+    for name, p in params.items():
+        z = torch.stack(
+            [torch.randn(p.shape[1:], generator=gen, dtype=torch.float64) for gen in gens]
+        )
+        q = p.detach().double() * (1 + rel * z.to(p.device))
+        out[name] = q.to(p.dtype).requires_grad_(True)
+    return out

@@ -153,13 +153,18 @@ def alignment_curves(
     n_perm: int = 200,
     seed: int = 0,
     quantiles: tuple[float, float] = (0.05, 0.95),
+    subtract_mean_row: bool = True,
 ) -> dict[str, dict[str, np.ndarray]]:
     r""":math:`R_{\cos}` (or partial :math:`R_{\cos}`) of logged similarity matrices with each
     signature, and a permutation null.
 
     ``S_logged`` is ``(n_logs, K, T, T)`` (from :func:`similarity_callbacks`);
     ``signatures`` maps a name to a centred ``(T, V)`` signature of the same tracked
-    tokens. Either may be a numpy array or a tensor on any device: the logs of
+    tokens. Each signature has its mean row over the tracked tokens removed before its
+    cosines, as the logged increments have (:func:`increment_similarity`), so both sides
+    of :math:`R_{\cos}` are centred alike; ``subtract_mean_row=False`` takes the rows as
+    given (the book's measurement before that was fixed, kept to show the difference).
+    Either may be a numpy array or a tensor on any device: the logs of
     :func:`lib.engine.train` are numpy arrays, so everything is computed on the CPU.
     With ``control`` (a key of ``signatures``), every other signature's R is the
     partial correlation controlling for the control signature's similarities (the control
@@ -189,6 +194,11 @@ def alignment_curves(
     x = _standardize(S[..., i, j])  # (n_logs, K, P)
 
     def sig_pairs(phi):
+        # Centred as the increments are (their mean row over the tracked tokens removed,
+        # increment_similarity): a row common to every signature then changes nothing.
+        phi = phi.reshape(T, -1)
+        if subtract_mean_row:
+            phi = phi - phi.mean(0, keepdim=True)
         Ssig = M.cosine_similarity_matrix(phi)
         return _standardize(Ssig[i, j]), _standardize(Ssig[perms[:, i], perms[:, j]])
 

@@ -71,9 +71,12 @@ def _cos_pairs(W, phi, tokens=None, W0=None, subtract_mean_row=True):
     if tokens is not None:
         idx = torch.as_tensor(tokens, dtype=torch.long, device=E.device)
         E, phi = E[..., idx, :], phi[idx]
-    if subtract_mean_row:
-        E = E - E.mean(-2, keepdim=True)
     phi = phi.reshape(phi.shape[0], -1)  # matrix-valued rows are flattened
+    if subtract_mean_row:
+        # Both sides centred the same way: a row shared by every token (the embedding's common
+        # move, the signature's unigram part) would otherwise set the cosines on one side only.
+        E = E - E.mean(-2, keepdim=True)
+        phi = phi - phi.mean(-2, keepdim=True)
     return upper_triangle(cosine_similarity_matrix(E)), upper_triangle(
         cosine_similarity_matrix(phi)
     )
@@ -84,7 +87,9 @@ def r_cos(W, phi, tokens=None, W0=None, subtract_mean_row=True):
     :math:`\{\cos(\phi_s,\phi_t)\}_{s<t}` over the tokens ``tokens`` (default all).
 
     ``E = W - W0`` if ``W0`` is given, else ``W``; with ``subtract_mean_row`` the mean
-    row of ``E`` over the chosen tokens is removed before the cosines. Returns a float,
+    row over the chosen tokens is removed from ``E`` *and* from ``phi`` before the
+    cosines, so that both sides are centred alike (a row common to every signature leaves
+    R unchanged). Returns a float,
     or a ``(K,)`` tensor when ``W`` is ``(K, V, d)``.
     """
     se, sp = _cos_pairs(W, phi, tokens, W0, subtract_mean_row)

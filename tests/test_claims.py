@@ -71,3 +71,28 @@ def test_as_measured_records_without_asserting():
     c = led.check("bin", "modal bin agrees", label="paper", section="s", verdict="as measured",
                   holds=[False])  # fmt: skip
     assert c.status == "not reproduced" and "reported, not asserted" in led.markdown()
+
+
+def test_compact_form_sets_section_and_label_once_and_defaults_the_verdict(tmp_path, monkeypatch):
+    glued = {}
+    monkeypatch.setattr("myst_nb.glue", lambda k, v, display=True: glued.__setitem__(k, v))
+    led = claims.Ledger("02_x").section("sec-a", label="new")
+    a = led.check("a", "every stair comes", holds=[1, 1, 1], values=[3, 4, 5], unit="steps")
+    b = led.check("b", "a stair in some seeds", holds=[1, 0], verdict="partly")
+    led.section("sec-b", label="recon")
+    c = led.check("c", "the leading term is the gradient", holds=True)
+    assert (a.section, a.label, a.status) == ("sec-a", "new", "new result")
+    assert b.status == "partly" and (c.section, c.label, c.verdict) == (
+        "sec-b",
+        "recon",
+        "reproduced",
+    )
+    with pytest.raises(claims.ClaimError, match="measurements say 'partly'"):
+        led.check("d", "fails in one seed", holds=[1, 0])
+    led.check("e", "reported only", holds=[0], verdict="as measured")
+    led.finish(tmp_path)
+    assert (tmp_path / "02_x.json").is_file()
+    assert glued == {"claims_n": 3, "claims_reproduced": 1, "claims_new": 1, "claims_partly": 1,
+                     "claims_not_reproduced": 0}  # fmt: skip
+    with pytest.raises(claims.ClaimError, match="no label or section"):
+        claims.Ledger("03_y").check("x", "y", holds=True)

@@ -1,5 +1,7 @@
 """The stream sampler and the alignment curves of lib/lm.py."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -112,3 +114,41 @@ def test_lm_signatures_are_the_centred_estimators():
         assert phi[n].shape == (3, 9) and abs(float(phi[n].sum(-1).abs().max())) < 1e-12
     prev = sig.centre(sig.previous_token_signature(stream, 9, rows=tracked))
     torch.testing.assert_close(pre["previous"], prev, rtol=0, atol=0)
+
+
+def test_alignment_is_blind_to_a_row_common_to_every_signature():
+    """Both sides are centred alike: adding one row to every signature changes no R, as
+    adding one row to every embedding increment changes none (the increments are centred)."""
+    gen = torch.Generator().manual_seed(3)
+    T, V, d = 10, 7, 4
+    E0 = torch.randn(1, T, d, generator=gen, dtype=torch.float64)
+    E = E0 + torch.randn(1, T, d, generator=gen, dtype=torch.float64)
+    S = lm.increment_similarity(E, E0, range(T))[None]
+    phis = {n: torch.rand(T, V, generator=gen, dtype=torch.float64) for n in ("a", "b")}
+    common = 5 * torch.rand(V, generator=gen, dtype=torch.float64)
+    shifted = {n: p + common for n, p in phis.items()}
+    for control in (None, "a"):
+        ref = lm.alignment_curves(S, phis, control=control, n_perm=20)
+        out = lm.alignment_curves(S, shifted, control=control, n_perm=20)
+        for n in phis:
+            np.testing.assert_allclose(out[n]["R"], ref[n]["R"], atol=1e-12)
+            np.testing.assert_allclose(out[n]["null"], ref[n]["null"], atol=1e-12)
+        # the rows taken as given (the old measurement) are not blind to it
+        raw = lm.alignment_curves(S, shifted, control=control, n_perm=20, subtract_mean_row=False)
+        assert np.abs(raw["b"]["R"] - ref["b"]["R"]).max() > 0.05
+    # and the same holds of lib.metrics.r_cos, which the synthetic chapters use
+    r_ref = M.r_cos(E[0], phis["a"], W0=E0[0])
+    assert math.isclose(M.r_cos(E[0], shifted["a"], W0=E0[0]), r_ref, abs_tol=1e-12)
+
+
+def test_alignment_of_a_planted_geometry_is_one():
+    """Positive control: increments built from a signature's own centred geometry give R = 1."""
+    gen = torch.Generator().manual_seed(4)
+    T, V = 12, 9
+    phi = torch.rand(T, V, generator=gen, dtype=torch.float64) + 3 * torch.rand(V, generator=gen)
+    E0 = torch.zeros(1, T, V, dtype=torch.float64)
+    S = lm.increment_similarity(phi[None], E0, range(T))[None]
+    R = lm.alignment_curves(S, {"phi": phi}, n_perm=10)["phi"]["R"]
+    np.testing.assert_allclose(R, 1.0, atol=1e-12)
+    R_raw = lm.alignment_curves(S, {"phi": phi}, n_perm=10, subtract_mean_row=False)["phi"]["R"]
+    assert R_raw.max() < 0.99

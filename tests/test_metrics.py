@@ -46,18 +46,19 @@ def test_r_cos_and_spearman():
     tok = [0, 2, 3, 5, 8]
     E = (W - W0)[tok]
     E = E - E.mean(0)
-    se, sp = upper_np(cos_np(E)), upper_np(cos_np(phi[tok]))
+    P = phi[tok].reshape(len(tok), -1)
+    se, sp = upper_np(cos_np(E)), upper_np(cos_np(P - P.mean(0)))  # both sides centred alike
     assert math.isclose(M.r_cos(W, phi, tok, W0), np.corrcoef(se, sp)[0, 1], abs_tol=1e-12)
     rho = scipy.stats.spearmanr(se, sp).statistic
     assert math.isclose(M.spearman_cos(W, phi, tok, W0), rho, abs_tol=1e-12)
-    raw = np.corrcoef(upper_np(cos_np(W)), upper_np(cos_np(phi)))[0, 1]
+    raw = np.corrcoef(upper_np(cos_np(W)), upper_np(cos_np(phi.reshape(V, -1))))[0, 1]
     assert math.isclose(M.r_cos(torch.tensor(W), phi, subtract_mean_row=False), raw, abs_tol=1e-12)
 
 
 def test_spearman_ties():
     W = rng.normal(size=(V, d))
     phi = rng.integers(0, 2, size=(V, 2)).astype(float) + 1  # few distinct rows: many tied cosines
-    se, sp = upper_np(cos_np(W - W.mean(0))), upper_np(cos_np(phi)).round(12)  # exact ties
+    se, sp = upper_np(cos_np(W - W.mean(0))), upper_np(cos_np(phi - phi.mean(0))).round(12)
     assert len(np.unique(sp)) < len(sp) / 4
     assert math.isclose(
         M.spearman_cos(W, phi), scipy.stats.spearmanr(se, sp).statistic, abs_tol=1e-12
@@ -124,13 +125,16 @@ def test_partial_corr():
 def test_r_cos_partial():
     W, phi, ctl = rng.normal(size=(K, V, d)), rng.normal(size=(V, n)), rng.normal(size=(V, n))
     out = M.r_cos_partial(W, phi, ctl)
+    c = lambda A: A - A.mean(0)  # every side centred alike
     for k in range(K):
         E = W[k] - W[k].mean(0)
-        hand = M.partial_corr(upper_np(cos_np(E)), upper_np(cos_np(phi)), upper_np(cos_np(ctl)))
+        hand = M.partial_corr(
+            upper_np(cos_np(E)), upper_np(cos_np(c(phi))), upper_np(cos_np(c(ctl)))
+        )
         assert math.isclose(out[k].item(), hand, abs_tol=1e-12)
     ctl2 = rng.normal(size=(V, 2, n))
-    z = np.column_stack([upper_np(cos_np(ctl)), upper_np(cos_np(ctl2))])
-    hand = M.partial_corr(upper_np(cos_np(W[0] - W[0].mean(0))), upper_np(cos_np(phi)), z)
+    z = np.column_stack([upper_np(cos_np(c(ctl))), upper_np(cos_np(c(ctl2.reshape(V, -1))))])
+    hand = M.partial_corr(upper_np(cos_np(c(W[0]))), upper_np(cos_np(c(phi))), z)
     assert math.isclose(M.r_cos_partial(W[0], phi, [ctl, ctl2]), hand, abs_tol=1e-12)
 
 
