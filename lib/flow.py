@@ -229,10 +229,16 @@ def emb_mlp_paths(model: EmbMLP, params, X, y) -> dict:
 
 
 def _check_attention_model(model: Transformer):
-    if model.n_layers != 1 or model.d_mlp or model.layernorm or model.readout != "last":
+    if (
+        model.n_layers != 1
+        or model.d_mlp
+        or model.norm != "none"
+        or model.positions != "learned"
+        or model.readout != "last"
+    ):
         raise ValueError(
             "the attention expansion is derived for Transformer(n_layers=1, d_mlp=0, "
-            "layernorm=False, readout='last')"
+            "norm='none', positions='learned', readout='last')"
         )
 
 

@@ -154,17 +154,74 @@ def _layernorm(h: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(h, h.shape[-1:])
 
 
+RMS_EPS = 1e-6  # Qwen2.5's rms_norm_eps
+
+
+def _rmsnorm(h: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
+    """Parameter-free RMSNorm: h / sqrt(mean(h^2) + eps) over the last dimension."""
+    return h * torch.rsqrt(h.square().mean(-1, keepdim=True) + eps)
+
+
+def _identity(h: torch.Tensor) -> torch.Tensor:
+    return h
+
+
+NORMS = {"none": _identity, "layer": _layernorm, "rms": _rmsnorm}
+MLPS = ("plain", "swiglu")
+POSITIONS = ("learned", "rotary")
+ROPE_BASE = 10000.0
+
+
+def rope_tables(L: int, dim: int, base: float = ROPE_BASE, dtype=torch.float32, device=None):
+    """cos and sin, each (L, dim), of rotary position embedding at positions 0..L-1.
+
+    Frequencies theta_j = base^(-2j/dim) for j < dim/2, repeated for the two halves
+    (the rotate-half layout of Llama and Qwen).
+    """
+    inv_freq = base ** -(torch.arange(0, dim, 2, dtype=torch.float64, device=device) / dim)
+    angles = torch.arange(L, dtype=torch.float64, device=device)[:, None] * inv_freq[None]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (..., L, dim) position by position: x cos + rotate_half(x) sin."""
+    return x * cos + _rotate_half(x) * sin
+
+
 @dataclass
 class Transformer:
     """A decoder-only transformer, batched over instances, for the staircase chapters.
 
     h_0 = E[x] + P; per layer: h += softmax(mask(h W_Q (h W_K)^T / sqrt(d_head))) h W_V W_O,
-    then, with ``d_mlp > 0``, h += sigma(h W_1) W_2; logits = h U. No biases; LayerNorm
-    (parameter-free, pre-norm) is off by default because it breaks the small-init
-    expansion. ``readout="last"`` predicts a label from the last position (the synthetic
-    tasks); ``readout="all"`` predicts the next token at every position (language models).
+    then, with ``d_mlp > 0``, h += sigma(h W_1) W_2; logits = h U. Single head, no biases.
+    ``readout="last"`` predicts a label from the last position (the synthetic tasks);
+    ``readout="all"`` predicts the next token at every position (language models).
     ``qk="collapsed"`` replaces the factorized query-key circuit by one (d, d) matrix per
     layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 8).
+
+    Three options make it a small decoder shaped like Qwen2.5 (whose choices are
+    ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"``); the defaults are the book's
+    model and give exactly the outputs they always did:
+
+    - ``norm``: ``"none"`` (default), ``"layer"`` or ``"rms"``, a parameter-free pre-norm
+      (no gains or biases) applied to the input of attention, of the MLP and of the
+      unembedding. RMSNorm is h / sqrt(mean(h^2) + 1e-6). Norms are off by default because
+      they break the small-init expansion. ``layernorm=True`` is the older spelling of
+      ``norm="layer"``; after construction the two fields agree.
+    - ``mlp``: ``"plain"`` (default), sigma(h W_1) W_2 with sigma = ``activation``; or
+      ``"swiglu"``, (silu(h W_1) * (h W_3)) W_2 with an extra weight ``W3_{layer}`` (d, d_mlp)
+      in group "mlp" (``activation`` is then unused; needs ``d_mlp > 0``).
+    - ``positions``: ``"learned"`` (default), a position table ``P`` added to E[x]; or
+      ``"rotary"``, RoPE (base 10000, rotate-half convention) applied to q and k of every
+      layer, with no ``P`` (h_0 = E[x]). Rotary needs an even ``d_head`` and
+      ``qk="factorized"``: the rotation sits between W_Q and W_K^T, so there is no single
+      W_QK to collapse to.
     """
 
     vocab_size: int
@@ -179,8 +236,29 @@ class Transformer:
     readout: str = "last"
     emb_fan_in: int | None = None  # default: vocab_size (the group's convention)
     qk: str = "factorized"  # or "collapsed": one W_QK per layer instead of W_Q, W_K
+    norm: str = "none"  # or "layer", "rms": parameter-free pre-norm
+    mlp: str = "plain"  # or "swiglu" (adds W3_{layer})
+    positions: str = "learned"  # or "rotary" (RoPE on q and k, no P)
 
     def __post_init__(self):
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {sorted(NORMS)}, got {self.norm!r}")
+        if self.layernorm and self.norm not in ("none", "layer"):
+            raise ValueError(
+                f"layernorm=True contradicts norm={self.norm!r}; pass norm={self.norm!r} alone"
+            )
+        if self.layernorm or self.norm == "layer":
+            self.norm, self.layernorm = "layer", True
+        if self.mlp not in MLPS:
+            raise ValueError(f"mlp must be one of {list(MLPS)}, got {self.mlp!r}")
+        if self.mlp == "swiglu" and not self.d_mlp:
+            raise ValueError(f"mlp='swiglu' needs d_mlp > 0, got d_mlp={self.d_mlp}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {list(POSITIONS)}, got {self.positions!r}")
+        if self.positions == "rotary" and self.qk == "collapsed":
+            raise ValueError("positions='rotary' needs qk='factorized' (no single W_QK under RoPE)")
+        if self.positions == "rotary" and self.dh % 2:
+            raise ValueError(f"positions='rotary' needs an even d_head, got {self.dh}")
         if self.qk not in ("factorized", "collapsed"):
             raise ValueError(f"qk must be 'factorized' or 'collapsed', got {self.qk!r}")
         if self.readout not in ("last", "all"):
@@ -205,8 +283,9 @@ class Transformer:
         d, dh = self.d_model, self.dh
         s = {
             "E": ParamSpec((self.vocab_size, d), self.emb_fan_in or self.vocab_size, "embedding"),
-            "P": ParamSpec((self.context_len, d), self.context_len, "position"),
         }
+        if self.positions == "learned":
+            s["P"] = ParamSpec((self.context_len, d), self.context_len, "position")
         for layer in range(self.n_layers):
             if self.qk == "collapsed":
                 s[f"QK{layer}"] = ParamSpec((d, d), d, "qk")
@@ -218,6 +297,8 @@ class Transformer:
             if self.d_mlp:
                 s[f"W1_{layer}"] = ParamSpec((d, self.d_mlp), d, "mlp")
                 s[f"W2_{layer}"] = ParamSpec((self.d_mlp, d), self.d_mlp, "mlp")
+                if self.mlp == "swiglu":
+                    s[f"W3_{layer}"] = ParamSpec((d, self.d_mlp), d, "mlp")
         s["U"] = ParamSpec((d, self.n_out or self.vocab_size), d, "unembedding")
         return s
 
@@ -229,9 +310,13 @@ class Transformer:
         L = X.shape[-1]
         if L > self.context_len:
             raise ValueError(f"sequence length {L} exceeds context_len {self.context_len}")
-        h = embed(params["E"], X) + params["P"][:, None, :L]
+        h = embed(params["E"], X)
+        if self.positions == "learned":
+            h = h + params["P"][:, None, :L]
+        else:
+            cos, sin = rope_tables(L, self.dh, dtype=h.dtype, device=h.device)
         mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
-        norm = _layernorm if self.layernorm else (lambda t: t)
+        norm = NORMS[self.norm]
         attn = []
         for layer in range(self.n_layers):
             x = norm(h)
@@ -239,14 +324,21 @@ class Transformer:
                 q, k = _lin(x, params[f"QK{layer}"]), x
             else:
                 q, k = _lin(x, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
+            if self.positions == "rotary":
+                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             v = _lin(x, params[f"V{layer}"])
             scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
             A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
             attn.append(A)
             h = h + _lin(torch.matmul(A, v), params[f"O{layer}"])
             if self.d_mlp:
-                act = ACTIVATIONS[self.activation]
-                h = h + _lin(act(_lin(norm(h), params[f"W1_{layer}"])), params[f"W2_{layer}"])
+                x = norm(h)
+                if self.mlp == "swiglu":
+                    gate = F.silu(_lin(x, params[f"W1_{layer}"])) * _lin(x, params[f"W3_{layer}"])
+                    h = h + _lin(gate, params[f"W2_{layer}"])
+                else:
+                    act = ACTIVATIONS[self.activation]
+                    h = h + _lin(act(_lin(x, params[f"W1_{layer}"])), params[f"W2_{layer}"])
         if self.readout == "last":
             h = h[:, :, -1]
         logits = _lin(norm(h), params["U"])
