@@ -15,6 +15,8 @@ previous-token signature :math:`\varphi^{\rm pre}`.
   the increments :math:`W(t)-W(0)` (mean row removed) on a set of tracked tokens.
 * :func:`alignment_curves` turns those logged matrices into :math:`R_{\cos}`, partial
   :math:`R_{\cos}` and a permutation null, all vectorized over steps and instances.
+* :func:`signature_agreement` is the same :math:`R_{\cos}` between two signatures, and
+  :func:`split_half` its split-half ceiling (a target estimated on two halves of a corpus).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def lm_signatures(
     tracked: Sequence[int],
     context_len: int,
     skip_offsets: Sequence[int] = (2, 3, 4),
+    residual: bool = False,
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     r"""The centred language-model signatures of the ``tracked`` tokens of a token stream.
 
@@ -44,11 +47,25 @@ def lm_signatures(
     ``context_len``) to the rows of the tracked tokens, the targets of the embedding;
     ``pre`` maps ``"previous"`` to :math:`\varphi^{\rm pre}`, the target of the
     unembedding. Every row is centred on the uniform distribution (:func:`lib.signatures.centre`).
+
+    With ``residual=True``, ``phi`` also has ``"res_skip{k}"`` for each ``k`` in
+    ``skip_offsets`` and ``"res_window"``: the same signatures minus what the stream's
+    first-order chain predicts for them, :math:`\phi^{(k)} - \hat P^k`
+    (:func:`lib.signatures.residual_skip_signature`,
+    :func:`lib.signatures.residual_window_signature`), the part a second stair has to
+    learn beyond chaining next-token predictions. Their rows sum to zero, so the uniform
+    centring leaves them unchanged; :func:`alignment_curves` removes the mean row anyway.
     """
     phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
     for k in skip_offsets:
         phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
     phi["window"] = sig.window_signature(stream, V, context_len, rows=tracked)
+    if residual:
+        for k in skip_offsets:
+            markov = sig.markov_prediction(stream, V, k, rows=tracked)
+            phi[f"res_skip{k}"] = phi[f"skip{k}"] - markov
+        markov = sig.markov_window_prediction(stream, V, context_len, rows=tracked)
+        phi["res_window"] = phi["window"] - markov
     pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
     return {n: sig.centre(p) for n, p in phi.items()}, {n: sig.centre(p) for n, p in pre.items()}
 
@@ -146,6 +163,24 @@ def _standardize(x: torch.Tensor) -> torch.Tensor:
     return x / x.norm(dim=-1, keepdim=True)
 
 
+def _signature_cosines(phi: torch.Tensor, subtract_mean_row: bool = True) -> torch.Tensor:
+    """Row cosines ``(T, T)`` of a ``(T, ...)`` signature, its mean row over the tracked tokens
+    removed first (as :func:`increment_similarity` removes it from the increments), so that a
+    row common to every signature changes nothing."""
+    phi = phi.reshape(phi.shape[0], -1)
+    if subtract_mean_row:
+        phi = phi - phi.mean(0, keepdim=True)
+    return M.cosine_similarity_matrix(phi)
+
+
+def _check_signature(name: str, phi: torch.Tensor, T: int, other: str = "the logs track") -> None:
+    """One-line ValueErrors for a signature whose rows are not ``T`` finite rows."""
+    if phi.shape[0] != T:
+        raise ValueError(f"signature {name!r} has {phi.shape[0]} rows, {other} {T}")
+    if not torch.isfinite(phi).all():
+        raise ValueError(f"signature {name!r} has non-finite rows: drop those tokens")
+
+
 def alignment_curves(
     S_logged,
     signatures: Mapping[str, torch.Tensor],
@@ -184,22 +219,14 @@ def alignment_curves(
         raise ValueError(f"control {control!r} is not one of the signatures {list(signatures)}")
     signatures = {name: _cpu(phi) for name, phi in signatures.items()}
     for name, phi in signatures.items():
-        if phi.shape[0] != T:
-            raise ValueError(f"signature {name!r} has {phi.shape[0]} rows, the logs track {T}")
-        if not torch.isfinite(phi).all():
-            raise ValueError(f"signature {name!r} has non-finite rows: drop those tokens")
+        _check_signature(name, phi, T)
     i, j = torch.triu_indices(T, T, offset=1)
     gen = torch.Generator().manual_seed(seed)
     perms = torch.stack([torch.randperm(T, generator=gen) for _ in range(n_perm)])
     x = _standardize(S[..., i, j])  # (n_logs, K, P)
 
     def sig_pairs(phi):
-        # Centred as the increments are (their mean row over the tracked tokens removed,
-        # increment_similarity): a row common to every signature then changes nothing.
-        phi = phi.reshape(T, -1)
-        if subtract_mean_row:
-            phi = phi - phi.mean(0, keepdim=True)
-        Ssig = M.cosine_similarity_matrix(phi)
+        Ssig = _signature_cosines(phi, subtract_mean_row)
         return _standardize(Ssig[i, j]), _standardize(Ssig[perms[:, i], perms[:, j]])
 
     pairs = {n: sig_pairs(phi) for n, phi in signatures.items()}
@@ -221,10 +248,51 @@ def alignment_curves(
     return out
 
 
+def signature_agreement(phi_a, phi_b, subtract_mean_row: bool = True) -> float:
+    r""":math:`R_{\cos}` between two signatures of the same tracked tokens, as :func:`alignment_curves` measures it.
+
+    Each signature (``(T, ...)``, numpy or a tensor on any device) has its mean row over
+    the tracked tokens removed, then its row cosines are taken, and the result is the
+    Pearson r of the two cosine matrices over the pairs :math:`s < t`: the same code as
+    :func:`alignment_curves`, with the second signature's centred cosines in place of the
+    logged similarities. So it is 1 for a signature with itself, blind to a row added to
+    every token's signature, and it is the split-half *ceiling* of an alignment: the R
+    that the target estimated on one half of a corpus reaches against the same target
+    estimated on the other half (:func:`split_half`).
+    """
+    a, b = _cpu(phi_a), _cpu(phi_b)
+    T = a.shape[0] if a.dim() else 0
+    if T < 3:
+        raise ValueError(f"signature_agreement needs >= 3 tracked tokens (rows), got {T}")
+    _check_signature("phi_a", a, T, "phi_a has")
+    _check_signature("phi_b", b, T, "phi_a has")
+    i, j = torch.triu_indices(T, T, offset=1)
+    ya = _standardize(_signature_cosines(a, subtract_mean_row)[i, j])
+    yb = _standardize(_signature_cosines(b, subtract_mean_row)[i, j])
+    return float(ya @ yb)
+
+
+def split_half(stream_a, stream_b, V: int, tracked: Sequence[int], fn: Callable):
+    """Split-half agreement of a target: ``signature_agreement(fn(a, V, tracked), fn(b, V, tracked))``.
+
+    ``fn(stream, V, tracked)`` estimates the target's rows on one stream (e.g.
+    ``lambda s, V, t: sig.residual_skip_signature(s, V, 2, rows=t)``); it may return a
+    mapping of names to signatures (e.g. the ``phi`` of :func:`lm_signatures`), and then
+    the result maps each name to its agreement. Splitting the corpus (two halves of the
+    documents, or of the stream) is the caller's choice.
+    """
+    phi_a, phi_b = fn(stream_a, V, tracked), fn(stream_b, V, tracked)
+    if isinstance(phi_a, Mapping):
+        return {n: signature_agreement(phi_a[n], phi_b[n]) for n in phi_a}
+    return signature_agreement(phi_a, phi_b)
+
+
 __all__ = [
     "lm_signatures",
     "window_sampler",
     "increment_similarity",
     "similarity_callbacks",
     "alignment_curves",
+    "signature_agreement",
+    "split_half",
 ]

@@ -15,6 +15,8 @@ caller has to choose its token subset explicitly.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from . import models
@@ -314,6 +316,247 @@ def window_signature(
     return sum(w[k - 1] * skip_signature(x, V, k, rows) for k in range(1, len(w) + 1))
 
 
+# ---------------------------------------------------------------- beyond the Markov chain
+
+
+def _n_steps(k, name: str = "k") -> int:
+    """``k`` as a positive int (numpy and 0-d tensor ints accepted), or a ValueError."""
+    try:
+        n = operator.index(k)
+    except TypeError:
+        n = 0
+    if isinstance(k, bool) or n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {k!r}")
+    return n
+
+
+def _pairs_stream(tokens, V: int) -> torch.Tensor:
+    """A stream with at least one ``(x_t, x_{t+1})`` pair in each row."""
+    x = _stream(tokens, V)
+    if x.shape[-1] < 2:
+        raise ValueError(
+            f"a stream of {x.shape[-1]} token(s) per row has no (x_t, x_t+1) pair: pass >= 2 tokens"
+        )
+    return x
+
+
+def _chain_transpose(x: torch.Tensor, V: int):
+    r"""The empirical first-order chain of stream ``x``: ``(P^T, occurs, q)``.
+
+    ``P^T`` is the transpose of :math:`\hat P` as a sparse COO ``(V, V)`` float64 tensor
+    (transposed so that a step is sparse @ dense, which every backend supports);
+    ``occurs[s]`` says whether ``s`` occurs in the stream; ``q`` is the distribution of
+    successors (the tokens :math:`x_2 \dots x_T` of each row), the row of a token that
+    occurs but has no successor. A token that never occurs gets a self-loop: its row is
+    never reached from an occurring token, so this only keeps :math:`\hat P` stochastic.
+    """
+    first, second = x[..., :-1].reshape(-1), x[..., 1:].reshape(-1)
+    dev = x.device
+    occurs = torch.bincount(x.reshape(-1), minlength=V) > 0
+    out_deg = torch.bincount(first, minlength=V).to(F64)
+    succ = torch.bincount(second, minlength=V).to(F64)
+    q = succ / succ.sum()
+    keys, cnt = torch.unique(first * V + second, return_counts=True)
+    a, b = keys // V, keys % V
+    sink = (occurs & (out_deg == 0)).nonzero().squeeze(1)
+    support = (succ > 0).nonzero().squeeze(1)
+    absent = (~occurs).nonzero().squeeze(1)
+    sa, sb = sink.repeat_interleave(len(support)), support.repeat(len(sink))
+    src = torch.cat([a, sa, absent])
+    dst = torch.cat([b, sb, absent])
+    val = torch.cat(
+        [cnt.to(F64) / out_deg[a], q[sb], torch.ones(len(absent), dtype=F64, device=dev)]
+    )
+    PT = torch.sparse_coo_tensor(
+        torch.stack([dst, src]), val, (V, V), check_invariants=False
+    ).coalesce()
+    return PT, occurs, q
+
+
+def _markov_powers(x: torch.Tensor, V: int, rows: torch.Tensor, K: int):
+    r"""Yield :math:`(\hat P^k)[\text{rows}]` for ``k = 1..K``, each ``(len(rows), V)``.
+
+    The first is the next-token signature itself (bit for bit), with the rows of tokens
+    that have no successor set to ``q`` (see :func:`_chain_transpose`); each further power
+    is one sparse @ dense step :math:`R_{k+1}^\top = \hat P^\top R_k^\top`. Rows of tokens
+    that never occur are NaN.
+    """
+    PT, occurs, q = _chain_transpose(x, V)
+    R = _pair_conditional(x[..., :-1], x[..., 1:], V, rows)
+    sink = occurs[rows] & torch.isnan(R).any(1)
+    R = torch.where(sink[:, None], q, R)
+    absent = ~occurs[rows]
+    RT = torch.where(absent[:, None], 0.0, R).T.contiguous()  # (V, len(rows))
+    nan = torch.tensor(float("nan"), dtype=F64, device=x.device)
+    for k in range(1, K + 1):
+        if k > 1:
+            RT = torch.sparse.mm(PT, RT)
+        yield torch.where(absent[:, None], nan, RT.T)
+
+
+def markov_prediction(tokens, V: int, k: int, rows=None) -> torch.Tensor:
+    r"""The ``k``-step prediction of the stream's empirical first-order chain, :math:`(\hat P^k)[\text{rows}]`.
+
+    :math:`\hat P_{s\nu} = \phi^{\rm next}_s(\nu)` is the next-token transition matrix
+    estimated from the stream (pairs never cross the rows of a ``(B, T)`` stream), so
+    :math:`(\hat P^k)_{s\nu}` is what chaining ``k`` next-token predictions says about
+    :math:`x_{t+k}` given :math:`x_t = s`; at ``k = 1`` it is
+    :func:`next_token_signature` exactly. Shape ``(len(rows), V)``.
+
+    :math:`\hat P` is sparse (at most one entry per distinct pair of the stream), so ``V``
+    may be ~10^4: the powers are computed as :math:`R_1 = \hat P[\text{rows}]`,
+    :math:`R_{j+1} = R_j \hat P`, a dense ``len(rows) x V`` block times a sparse matrix,
+    never a dense ``V x V``. A token that occurs but has no successor (only at the end of
+    the stream, or of a row) has no row of its own; it gets the distribution of successors
+    (the empirical unigram of :math:`x_2 \dots x_T`, the law :func:`markov_stream`
+    restarts from), so the chain is stochastic and ``markov_stream(order=1)`` samples
+    exactly this chain. Rows of tokens that never occur are NaN, as for the other estimators.
+    """
+    x = _pairs_stream(tokens, V)
+    k = _n_steps(k)
+    *_, last = _markov_powers(x, V, _rows(rows, V, x.device), k)
+    return last
+
+
+def residual_skip_signature(tokens, V: int, k: int, rows=None) -> torch.Tensor:
+    r"""What the token at distance ``k`` tells beyond the first-order chain: :math:`\phi^{(k)} - \hat P^k`.
+
+    Shape ``(len(rows), V)``; every row sums to 0, and at ``k = 1`` it is exactly 0.
+
+    **Zero for a Markov stream.** If the stream is a first-order Markov chain with
+    transition matrix :math:`P` (homogeneous; any initial law), the Markov property and
+    Chapman–Kolmogorov give :math:`P(x_{t+k}=\nu \mid x_t=s) = (P^k)_{s\nu}` for every
+    ``t``, so
+
+    .. math:: E\Big[\sum_t 1[x_t=s]\,1[x_{t+k}=\nu]\Big] = (P^k)_{s\nu}\; E\Big[\sum_t 1[x_t=s]\Big]:
+
+    the numerator of :math:`\phi^{(k)}_s(\nu)` has :math:`P^k` times the mean of its
+    denominator. When the chain is stationary (ergodic), both counts grow like
+    :math:`T\pi_s` and concentrate, so :math:`\phi^{(k)}_s \to (P^k)_s` with
+    :math:`O(1/\sqrt{T\pi_s})` fluctuations (a ratio estimator: its mean is :math:`P^k` up to
+    :math:`O(1/T)`). Likewise :math:`\hat P \to P` and :math:`\hat P^k \to P^k`, so the
+    residual is zero up to sampling noise, shrinking like :math:`1/\sqrt T`.
+
+    **What it measures otherwise.** Conditioning on the token at distance ``k-1``,
+
+    .. math:: \phi^{(k)}_s(\nu) = \sum_u \phi^{(k-1)}_s(u)\,P(x_{t+k}=\nu \mid x_{t+k-1}=u, x_t=s),
+
+    and the chain replaces the last factor by :math:`P_{u\nu}`. Writing
+    :math:`D_j = \phi^{(j)} - \phi^{(j-1)} P` (the part of the distance-``j`` dependence on
+    ``s`` not carried by the token just before; :math:`\phi^{(0)} = I`, :math:`D_1 = 0`),
+
+    .. math:: \phi^{(k)} - P^k = (\phi^{(k)} - \phi^{(k-1)}P) + (\phi^{(k-1)} - P^{k-1})P
+              = \sum_{j=2}^{k} D_j\, P^{k-j}:
+
+    the direct effects of :math:`x_t` on each later token, propagated forward by the
+    chain. Non-zero means the context at distance ``k`` adds information about
+    :math:`x_{t+k}` beyond chaining next-token predictions (the stream is not first-order
+    Markov); a pairwise statistic, so zero does not by itself prove Markov.
+    """
+    x = _pairs_stream(tokens, V)
+    return skip_signature(x, V, k, rows) - markov_prediction(x, V, k, rows)
+
+
+def markov_window_prediction(
+    tokens, V: int, context_len: int, window: int | None = None, rows=None
+) -> torch.Tensor:
+    r"""The first-order chain's window signature :math:`\sum_{k=1}^W \omega_k (\hat P^k)[\text{rows}]`.
+
+    :math:`\omega` from :func:`window_weights`; the powers from one pass of
+    :func:`markov_prediction`'s iteration. Shape ``(len(rows), V)``.
+    """
+    x = _pairs_stream(tokens, V)
+    w = window_weights(context_len, window, device=x.device)
+    powers = _markov_powers(x, V, _rows(rows, V, x.device), len(w))
+    return sum(wk * R for wk, R in zip(w, powers, strict=True))
+
+
+def residual_window_signature(
+    tokens, V: int, context_len: int, window: int | None = None, rows=None
+) -> torch.Tensor:
+    r"""Residual window signature :math:`\sum_{k=1}^W \omega_k (\phi^{(k)} - \hat P^k)`.
+
+    The causal window signature (:func:`window_signature`) minus what the first-order
+    chain predicts for it (:func:`markov_window_prediction`): what the whole context window
+    adds beyond the next-token statistics (:func:`residual_skip_signature` for why it is
+    zero up to noise on a Markov stream). Shape ``(len(rows), V)``; NaN where
+    :func:`window_signature` is.
+    """
+    x = _pairs_stream(tokens, V)
+    return window_signature(x, V, context_len, window, rows) - markov_window_prediction(
+        x, V, context_len, window, rows
+    )
+
+
+# ---------------------------------------------------------------- synthetic null streams
+
+
+def markov_stream(
+    tokens, V: int, order: int, n_tokens: int, seed: int, n_chains: int = 256
+) -> torch.Tensor:
+    r"""A stream sampled from the empirical order-``order`` Markov chain fitted to ``tokens``.
+
+    ``order = 1`` is the bigram chain, ``order = 2`` the trigram chain (any order with
+    ``V**order < 2**62`` works): the next token is drawn from the successors of the
+    current context :math:`(x_{t-m+1}, \dots, x_t)` in the corpus, in proportion to their
+    counts. No ``V^m x V`` table is built: the corpus positions are sorted by their context
+    key (:math:`x_{t-1}`, or :math:`x_{t-2} V + x_{t-1}`, ...), and each step of
+    ``n_chains`` chains in parallel picks a uniformly random occurrence of its context
+    (``torch.searchsorted`` on the sorted keys) and takes its successor. A chain whose
+    context never occurs with a successor (only at the end of the corpus) restarts at a
+    uniformly random corpus position: it emits that position's token and continues from
+    the corpus's own context there. Each chain starts the same way, so its first token
+    follows the successor distribution. The vocabulary is the corpus's own; pairs never
+    cross the rows of a ``(B, T)`` corpus.
+
+    Layout: chain ``c`` is ``out[c*L : (c+1)*L]`` with ``L = ceil(n_tokens / n_chains)``
+    (the last chain cut short), so ``out.view(n_chains, L)`` gives the chains when
+    ``n_tokens`` is a multiple of ``n_chains``. The chains are independent, so a 1-D use
+    of the stream counts ``n_chains - 1`` junction pairs (the end of one chain, the start
+    of the next) that are not from the chain; pass the ``(n_chains, L)`` view to the
+    estimators to avoid them. 1M tokens take ~0.5-1 s on one CPU core. Seeded
+    with a ``torch.Generator`` (same seed, same stream, on any device); returns a 1-D long
+    tensor of ``n_tokens`` on the corpus's device.
+    """
+    x = _stream(tokens, V)
+    m, n_tokens, n_chains = (
+        _n_steps(order, "order"),
+        _n_steps(n_tokens, "n_tokens"),
+        _n_steps(n_chains, "n_chains"),
+    )
+    if V**m >= 2**62:
+        raise ValueError(f"V**order = {V}**{m} overflows the int64 context keys: lower the order")
+    x = x.reshape(-1, x.shape[-1])
+    T = x.shape[1]
+    if T <= m:
+        raise ValueError(
+            f"a corpus of {T} token(s) per row has no context of {m} with a successor: "
+            "pass a longer corpus or a lower order"
+        )
+    key = torch.zeros_like(x[:, m:])
+    for i in range(m):
+        key = key * V + x[:, i : T - m + i]
+    key, perm = torch.sort(key.reshape(-1))
+    succ = x[:, m:].reshape(-1)[perm]
+    N, dev = key.numel(), x.device
+    L = -(-n_tokens // n_chains)
+    gen = torch.Generator().manual_seed(int(seed))
+    u = torch.rand((L, n_chains), generator=gen, dtype=F64).to(dev)
+    out = torch.empty((L, n_chains), dtype=torch.long, device=dev)
+    mod = V ** (m - 1)
+    restart = (u * N).long().clamp_max(N - 1)  # a uniformly random corpus position
+    ctx = torch.zeros(n_chains, dtype=torch.long, device=dev)
+    for step in range(L):
+        j = restart[step]  # step 0: every chain starts as a restart
+        if step:
+            lo = torch.searchsorted(key, ctx)
+            cnt = torch.searchsorted(key, ctx, right=True) - lo
+            j = torch.where(cnt > 0, lo + torch.minimum((u[step] * cnt).long(), cnt - 1), j)
+        out[step] = succ[j]
+        ctx = (key[j] % mod) * V + out[step]  # the context after the emitted token
+    return out.T.reshape(-1)[:n_tokens]
+
+
 __all__ = [
     "token_counts",
     "token_rate",
@@ -331,4 +574,9 @@ __all__ = [
     "previous_token_signature",
     "window_weights",
     "window_signature",
+    "markov_prediction",
+    "residual_skip_signature",
+    "markov_window_prediction",
+    "residual_window_signature",
+    "markov_stream",
 ]

@@ -10,6 +10,15 @@ from lib import lm
 from lib import metrics as M
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small tests on one thread (the machine is shared); restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def test_window_sampler_shapes_targets_and_determinism():
     stream = torch.arange(1000) % 97
     data = lm.window_sampler(stream, context_len=8, batch_size=5, seeds=[0, 1, 0])
@@ -152,3 +161,63 @@ def test_alignment_of_a_planted_geometry_is_one():
     np.testing.assert_allclose(R, 1.0, atol=1e-12)
     R_raw = lm.alignment_curves(S, {"phi": phi}, n_perm=10, subtract_mean_row=False)["phi"]["R"]
     assert R_raw.max() < 0.99
+
+
+def test_signature_agreement_is_the_alignment_of_a_signature_with_another():
+    gen = torch.Generator().manual_seed(5)
+    T, V = 11, 8
+    a = torch.rand(T, V, generator=gen, dtype=torch.float64)
+    b = a + 0.5 * torch.rand(T, V, generator=gen, dtype=torch.float64)
+    assert math.isclose(lm.signature_agreement(a, a), 1.0, abs_tol=1e-12)
+    r = lm.signature_agreement(a, b)
+    assert 0.0 < r < 1.0
+    assert math.isclose(lm.signature_agreement(b, a), r, abs_tol=1e-12)
+    common = 3 * torch.rand(V, generator=gen, dtype=torch.float64)
+    assert math.isclose(lm.signature_agreement(a + common, b + 2 * common), r, abs_tol=1e-12)
+    assert math.isclose(lm.signature_agreement(a.numpy(), b), r, abs_tol=1e-12)
+    # the logged similarity built from b's mean-removed cosines gives alignment_curves' R
+    S = lm.increment_similarity(b[None], torch.zeros(1, T, V, dtype=torch.float64), range(T))
+    R = lm.alignment_curves(S[None], {"a": a}, n_perm=5)["a"]["R"]
+    np.testing.assert_allclose(R, r, atol=1e-12)
+    raw = lm.signature_agreement(a + common, b, subtract_mean_row=False)
+    assert abs(raw - r) > 1e-3
+
+
+def test_signature_agreement_rejects_bad_input():
+    a = torch.rand(5, 3)
+    with pytest.raises(ValueError, match="rows"):
+        lm.signature_agreement(a, torch.rand(4, 3))
+    with pytest.raises(ValueError, match="3 tracked"):
+        lm.signature_agreement(a[:2], a[:2])
+    bad = a.clone()
+    bad[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        lm.signature_agreement(a, bad)
+
+
+def test_split_half_and_residual_signatures():
+    from lib import signatures as sig
+
+    stream = torch.randint(0, 9, (4000,), generator=torch.Generator().manual_seed(0))
+    tracked = [0, 3, 5, 7, 8]
+    phi, pre = lm.lm_signatures(stream, 9, tracked, 6, (2, 5), residual=True)
+    assert list(phi) == ["next", "skip2", "skip5", "window", "res_skip2", "res_skip5", "res_window"]
+    base, _ = lm.lm_signatures(stream, 9, tracked, 6, (2, 5))
+    for n, p in base.items():
+        assert torch.equal(phi[n], p)
+    expect = {
+        "res_skip2": sig.residual_skip_signature(stream, 9, 2, rows=tracked),
+        "res_skip5": sig.residual_skip_signature(stream, 9, 5, rows=tracked),
+        "res_window": sig.residual_window_signature(stream, 9, 6, rows=tracked),
+    }
+    for n, p in expect.items():
+        torch.testing.assert_close(phi[n], p, rtol=0, atol=1e-15)  # rows sum to 0
+        assert phi[n].shape == (5, 9)
+
+    a, b = stream[:2000], stream[2000:]
+    fn = lambda s, V, t: sig.next_token_signature(s, V, rows=t)
+    r = lm.split_half(a, b, 9, tracked, fn)
+    assert math.isclose(r, lm.signature_agreement(fn(a, 9, tracked), fn(b, 9, tracked)))
+    both = lm.split_half(a, b, 9, tracked, lambda s, V, t: lm.lm_signatures(s, V, t, 6)[0])
+    assert set(both) == {"next", "skip2", "skip3", "skip4", "window"}
+    assert math.isclose(both["next"], r, abs_tol=1e-12)

@@ -209,3 +209,239 @@ def test_label_signature_gap_and_marginal_deviation(data):
     # A token present once in every sequence carries the label marginal itself.
     Xg = torch.cat([X[:, :-1], torch.full((N, 1), V - 1)], 1)
     assert sig.marginal_deviation(Xg, y, V, NL, [V - 1]) < 1e-15
+
+
+# ---------------------------------------------------------------- beyond the Markov chain
+
+VM = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Small tests on one thread (the machine is shared); restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def chain_sample(P, n_chains, length, seed, order=1, noise=None):
+    """``(n_chains, length)`` parallel samples: order 1 from transition matrix ``P``; order 2
+    from ``x_t = f(x_{t-2})`` (``P`` is then the map f) with probability ``1 - noise``."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.empty(n_chains, length, dtype=torch.long)
+    x[:, :2] = torch.randint(0, VM, (n_chains, 2), generator=g)
+    for t in range(2, length):
+        if order == 1:
+            x[:, t] = torch.multinomial(P[x[:, t - 1]], 1, generator=g).squeeze(1)
+        else:
+            rand = torch.randint(0, VM, (n_chains,), generator=g)
+            keep = torch.rand(n_chains, generator=g) >= noise
+            x[:, t] = torch.where(keep, P[x[:, t - 2]], rand)
+    return x
+
+
+@pytest.fixture(scope="module")
+def first_order():
+    g = torch.Generator().manual_seed(5)
+    P = torch.rand(VM, VM, generator=g, dtype=torch.float64) ** 3
+    P = P / P.sum(1, keepdim=True)
+    return chain_sample(P, 64, 300, 0), chain_sample(P, 64, 3000, 1)
+
+
+@pytest.fixture(scope="module")
+def second_order():
+    f = torch.randperm(VM, generator=torch.Generator().manual_seed(6))
+    return chain_sample(f, 32, 400, 2, order=2, noise=0.2)
+
+
+def dense_chain(stream, V):
+    """The empirical chain by loops: rows of tokens without a successor are the successor
+    distribution, rows of absent tokens a self-loop."""
+    x = stream.tolist()
+    pairs = [(a, b) for a, b in zip(x[:-1], x[1:], strict=True)]
+    P = cond_loop_v(pairs, list(range(V)), V)
+    q = np.bincount(x[1:], minlength=V) / (len(x) - 1)
+    for s in range(V):
+        if np.isnan(P[s]).any():
+            P[s] = q if s in x else np.eye(V)[s]
+    return P
+
+
+def cond_loop_v(pairs, rows, V):
+    out = np.zeros((len(rows), V))
+    for r, s in enumerate(rows):
+        for a, b in pairs:
+            if a == s:
+                out[r, b] += 1
+    with np.errstate(invalid="ignore"):
+        return out / out.sum(1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def sinky():
+    """A stream over 7 tokens in which 6 never occurs and 5 occurs only at the end."""
+    s = torch.randint(0, 5, (150,), generator=torch.Generator().manual_seed(7))
+    return torch.cat([s, torch.tensor([5])])
+
+
+def test_markov_prediction_is_the_chain_power(sinky):
+    V7 = 7
+    P = dense_chain(sinky, V7)
+    np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
+    rows = [5, 0, 6, 3, 0]
+    # k = 1 is the next-token signature bit for bit, wherever that is defined
+    nxt = sig.next_token_signature(sinky, V7)
+    assert torch.equal(sig.markov_prediction(sinky, V7, 1)[:5], nxt[:5])
+    for k in (1, 2, 3, 5):
+        expect = np.linalg.matrix_power(P, k).copy()
+        expect[6] = np.nan  # absent token
+        out = sig.markov_prediction(sinky, V7, k)
+        assert out.dtype == torch.float64 and out.shape == (V7, V7)
+        close(out, expect)
+        close(sig.markov_prediction(sinky, V7, k, rows), expect[rows])
+    # the token without a successor gets the successor distribution
+    q = np.bincount(sinky.tolist()[1:], minlength=V7) / (len(sinky) - 1)
+    close(sig.markov_prediction(sinky, V7, 1, [5]), q[None])
+
+
+def test_markov_prediction_of_a_batched_stream():
+    B = torch.randint(0, VM, (3, 60), generator=torch.Generator().manual_seed(8))
+    pairs = [(r[t], r[t + 1]) for r in B.tolist() for t in range(59)]
+    P = cond_loop_v(pairs, list(range(VM)), VM)
+    close(sig.markov_prediction(B, VM, 2), P @ P)
+    close(sig.markov_prediction(B, VM, 1), sig.next_token_signature(B, VM))
+
+
+def test_residuals_of_a_first_order_chain_vanish(first_order):
+    small, large = first_order
+    dev = []
+    for x in (small, large):
+        rs = [sig.residual_skip_signature(x, VM, k) for k in (1, 2, 3, 5)]
+        assert torch.equal(rs[0], torch.zeros(VM, VM, dtype=torch.float64))  # k = 1 exactly
+        for r in rs:
+            assert r.shape == (VM, VM) and float(r.sum(1).abs().max()) < 1e-12
+        rw = sig.residual_window_signature(x, VM, 8)
+        dev.append(max(float(r.abs().max()) for r in [*rs, rw]))
+    assert dev[0] < 0.06 and dev[1] < 0.02
+    assert dev[1] < dev[0] / 2  # 10x more tokens: ~ sqrt(10) smaller
+
+
+def test_residuals_of_a_second_order_chain_do_not(second_order, first_order):
+    r2 = sig.residual_skip_signature(second_order, VM, 2)
+    assert float(r2.abs().max()) > 0.4
+    rw = sig.residual_window_signature(second_order, VM, 6)
+    null = sig.residual_window_signature(first_order[0], VM, 6)
+    assert float(rw.abs().max()) > 0.05 and float(rw.abs().max()) > 3 * float(null.abs().max())
+
+
+def test_residual_window_is_the_weighted_sum(sinky, stream):
+    for x, Vx in ((stream, VL), (sinky, 7)):
+        w = sig.window_weights(10, 4)
+        expect = sum(w[k - 1] * sig.residual_skip_signature(x, Vx, k) for k in range(1, 5))
+        torch.testing.assert_close(
+            sig.residual_window_signature(x, Vx, 10, 4), expect, rtol=0, atol=1e-12, equal_nan=True
+        )
+        mwp = sig.markov_window_prediction(x, Vx, 10, 4, rows=[1, 0])
+        expect = sum(w[k - 1] * sig.markov_prediction(x, Vx, k, [1, 0]) for k in range(1, 5))
+        torch.testing.assert_close(mwp, expect, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_markov_prediction_scales_to_a_large_vocabulary():
+    V_big = 20_000  # a dense V x V float64 would be 3.2 GB
+    x = torch.randint(0, V_big, (30_000,), generator=torch.Generator().manual_seed(9))
+    R = sig.markov_prediction(x, V_big, 3, rows=x[:5])
+    assert R.shape == (5, V_big)
+    torch.testing.assert_close(R.sum(1), torch.ones(5, dtype=torch.float64))
+
+
+def _tri(x):
+    """Trigram keys x_t * VM + x_{t+1} and successors x_{t+2}, never across rows."""
+    x = x.reshape(-1, x.shape[-1])
+    return x[:, :-2] * VM + x[:, 1:-1], x[:, 2:]
+
+
+def _cond(key, succ, V):
+    """P(succ | key) over the V*V keys, and the count of each key."""
+    c = torch.bincount(key.reshape(-1) * V + succ.reshape(-1), minlength=V**3).view(V * V, V)
+    c = c.to(torch.float64)
+    return c / c.sum(1, keepdim=True), c.sum(1)
+
+
+def test_markov_stream_reproduces_its_chain(second_order):
+    src = second_order
+    one = sig.markov_stream(src, VM, 1, 64_000, seed=0)
+    two = sig.markov_stream(src, VM, 2, 64_000, seed=0)
+    assert one.shape == two.shape == (64_000,) and one.dtype == torch.long
+    chains1 = one.view(256, 250)  # the documented layout: 256 chains of 250 tokens
+    err1 = sig.next_token_signature(chains1, VM) - sig.next_token_signature(src, VM)
+    assert float(err1.abs().max()) < 0.03
+    P_src, n_src = _cond(*_tri(src), VM)
+    seen = n_src > 20
+    err = {
+        o: float((_cond(*_tri(s.view(256, 250)), VM)[0] - P_src)[seen].abs().max())
+        for o, s in ((1, one), (2, two))
+    }
+    assert err[2] < 0.08 and err[1] > 0.4
+    # order 2 also keeps the skip-2 signature, which order 1 washes out
+    s2 = sig.skip_signature(src, VM, 2)
+    assert float((sig.skip_signature(two.view(256, 250), VM, 2) - s2).abs().max()) < 0.05
+    assert float((sig.skip_signature(chains1, VM, 2) - s2).abs().max()) > 0.4
+
+
+def test_markov_stream_seeds_vocabulary_and_layout():
+    src = torch.tensor([0, 2, 5, 7])[torch.randint(0, 4, (500,), generator=torch.Generator())]
+    a = sig.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16)
+    assert a.shape == (1001,)
+    assert torch.equal(a, sig.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16))
+    assert not torch.equal(a, sig.markov_stream(src, 10, 2, 1001, seed=4, n_chains=16))
+    assert set(a.tolist()) <= set(src.tolist())
+    assert sig.markov_stream(src, 10, 1, 5, seed=0, n_chains=64).shape == (5,)
+
+
+def test_markov_stream_restarts_after_a_dead_end(sinky):
+    # token 5 ends the corpus: order-1 chains restart from the successor distribution,
+    # the row markov_prediction gives it, so the sample is a sample of that chain
+    out = sig.markov_stream(sinky, 7, 1, 200_000, seed=1, n_chains=500).view(500, 400)
+    assert bool((out == 5).any())
+    assert not bool((out == 6).any())
+    emp = sig.next_token_signature(out, 7, rows=[5, 0, 1])
+    torch.testing.assert_close(
+        emp, sig.markov_prediction(sinky, 7, 1, rows=[5, 0, 1]), rtol=0, atol=0.06
+    )
+    # order 2: the context (x, 5) has no successor either
+    assert sig.markov_stream(sinky, 7, 2, 5000, seed=1).shape == (5000,)
+
+
+def test_markov_errors(stream):
+    for f in (
+        lambda: sig.markov_prediction(stream, VL, 0),
+        lambda: sig.markov_prediction(stream, VL, 1.5),
+        lambda: sig.markov_prediction(torch.tensor([3]), VL, 1),
+        lambda: sig.markov_prediction(stream, VL, 2, rows=[VL]),
+        lambda: sig.residual_skip_signature(stream, VL, len(stream)),
+        lambda: sig.residual_window_signature(stream, VL, 4, 5),
+        lambda: sig.markov_stream(stream, VL, 0, 10, 0),
+        lambda: sig.markov_stream(stream, VL, 1, 0, 0),
+        lambda: sig.markov_stream(stream, VL, 1, 10, 0, n_chains=0),
+        lambda: sig.markov_stream(stream[:2], VL, 2, 10, 0),
+        lambda: sig.markov_stream(stream, 10**4, 5, 10, 0),
+        lambda: sig.markov_stream(stream.double(), VL, 1, 10, 0),
+    ):
+        with pytest.raises(ValueError):
+            f()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_markov_cuda_matches_cpu(sinky, second_order):
+    for k in (1, 3):
+        out = sig.markov_prediction(sinky.cuda(), 7, k, [5, 0, 6])
+        assert out.device.type == "cuda"
+        close(out.cpu(), sig.markov_prediction(sinky, 7, k, [5, 0, 6]))
+    close(
+        sig.residual_window_signature(second_order.cuda(), VM, 6).cpu(),
+        sig.residual_window_signature(second_order, VM, 6),
+    )
+    a = sig.markov_stream(second_order.cuda(), VM, 2, 3000, seed=2)
+    assert a.device.type == "cuda"
+    assert torch.equal(a.cpu(), sig.markov_stream(second_order, VM, 2, 3000, seed=2))
