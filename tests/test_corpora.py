@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import re
+import sys
 
 import pytest
 import torch
@@ -20,6 +22,11 @@ def shakespeare():
 @pytest.fixture(scope="module")
 def kjv():
     return C.load_kjv()
+
+
+@pytest.fixture(scope="module")
+def wiki():
+    return C.load_wiki()
 
 
 # ---------------------------------------------------------------------------
@@ -112,6 +119,130 @@ def test_split_by_document(shakespeare, kjv):
         "tragedies/king-lear",
     ]
     assert C.split_by_document(kjv, val_fraction=0.0)[1] == ""
+
+
+def test_wiki_pinned_hash_and_size(wiki):
+    assert wiki.sha256 == C.WIKI_SHA256
+    assert hashlib.sha256(wiki.text.encode("utf-8")).hexdigest() == wiki.sha256
+    assert len(wiki.text) == C.WIKI_CHARS == 2_903_238  # measured once, when the hash was pinned
+    assert len(wiki.documents) == C.WIKI_ARTICLES == 106
+    assert len(set(wiki.text)) == 403  # many rare characters: 307 of them are not ASCII
+    assert sum(ord(ch) > 127 for ch in wiki.text) == 3_271
+    assert "gensim" not in sys.modules  # only its data file is read
+
+
+def test_wiki_documents_are_articles(wiki):
+    docs = wiki.documents
+    names = [d[0] for d in docs]
+    assert len(set(names)) == len(names)
+    assert names[:3] == ["Anarchism", "Autism", "Albedo"]
+    assert docs[0][1] == 0 and docs[-1][2] == len(wiki.text)
+    for (_, _, end), (_, start, _) in zip(docs, docs[1:], strict=False):
+        assert wiki.text[end:start] == "\n\n"
+    assert "\n\n".join(wiki.text[s:e] for _, s, e in docs) == wiki.text
+    assert all(e - s > 300 for _, s, e in docs)
+    # Redirects (AccessibleComputing -> Computer accessibility) and the one page outside
+    # namespace 0 are skipped.
+    assert "AccessibleComputing" not in names
+    assert not any(n.startswith("Wikipedia:") for n in names)
+    assert wiki.document("Anarchism").startswith(
+        "Anarchism is a political philosophy that advocates self-governed societies"
+    )
+
+
+def test_wiki_markup_is_gone(wiki):
+    for mark in ("{{", "}}", "[[", "]]", "{|", "|}", "<ref", "</", "<br", "<!--", "''"):
+        assert mark not in wiki.text, mark
+    for entity in ("&nbsp;", "&ndash;", "&amp;", "&lt;"):
+        assert entity not in wiki.text
+    assert "File:" not in wiki.text and "Category:" not in wiki.text
+    assert not re.search(r"(?m)^(=+).*\1$", wiki.text)  # no "== heading =="
+    assert not re.search(r"(?m)^[*#:;]", wiki.text)  # no list marks
+    assert "\n\n\n" not in wiki.text
+    assert not re.search(r"(?m)^[ \t]|[ \t]$|  ", wiki.text)
+
+
+def test_wiki_is_deterministic(wiki):
+    again = C.load_wiki()
+    assert again.text == wiki.text and again.documents == wiki.documents
+
+
+def test_wiki_hash_mismatch_and_missing_package(monkeypatch):
+    monkeypatch.setattr(C, "WIKI_SHA256", "0" * 64)
+    with pytest.raises(C.CorpusHashError, match=r"pip install --no-deps gensim==4\.4\.0"):
+        C.load_wiki()
+    assert C.load_wiki(verify=False).sha256 != "0" * 64
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gensim" else real(name, *a)
+    )
+    with pytest.raises(ImportError, match=r"pip install --no-deps gensim==4\.4\.0"):
+        C.load_wiki()
+
+
+def test_wiki_split_by_document(wiki):
+    train, val = C.split_by_document(wiki, val_fraction=0.1)
+    assert (train, val) == C.split_by_document(wiki, val_fraction=0.1)
+    held = C.validation_documents(wiki, 0.1)
+    assert len(held) == 11 and held == sorted(held)
+    assert val == "\n\n".join(wiki.text[s:e] for n, s, e in wiki.documents if n in held)
+    assert train == "\n\n".join(wiki.text[s:e] for n, s, e in wiki.documents if n not in held)
+    assert len(train) + len(val) + 2 == len(wiki.text)
+    for name in held:
+        assert wiki.document(name) not in train
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "plain"),
+    [
+        # templates, nested, and parser functions
+        ("a {{Infobox|name={{lang|fr|x}}|b={{#if:{{y}}|z}}}} b", "a b"),
+        ("{{Use dmy dates}}\nText.{{cn}}", "Text."),
+        ("a {{x|single { and } braces}} b", "a b"),
+        # wiki links
+        (
+            "[[Political philosophy]] and [[anarchism|anarchists]]",
+            "Political philosophy and anarchists",
+        ),
+        ("[[cat]]s, [[Foo (bar)|]] and [[:Category:Birds]]", "cats, Foo (bar) and Category:Birds"),
+        ("[[Bracket#Curly brackets|}]] x", "} x"),
+        ("[[a|b|c]]", "c"),
+        ("[[Right bracket|]]] and [[Left bracket|[]]", "] and ["),
+        ("see [[University of California|UC] now", "see UC now"),  # a typo in the source
+        # files, images, categories, interlanguage links; links inside captions
+        ("A.\n[[File:X.jpg|thumb|A [[cat]] on [[mat|a mat]] [sic]]]\nB.", "A.\n\nB."),
+        ("[[Image:Y.png|200px|left|multi\nline caption]]Z", "Z"),
+        ("Text.\n\n[[Category:Anarchism| ]]\n[[category:Ideologies]]\n[[fr:Anarchisme]]", "Text."),
+        # refs and comments
+        (
+            'Fact.<ref name="a">{{cite web|url=http://x}} [[b]]</ref> More.<ref name=a /> End.',
+            "Fact. More. End.",
+        ),
+        ("x<ref>one\ntwo</ref>y<!-- a\ncomment -->z", "xyz"),
+        # tables, nested, with templates and links inside
+        (
+            "Before\n{| class=wikitable\n|-\n| a || {{b}}\n|-\n|\n{|\n| [[c]]\n|}\n|}\nAfter",
+            "Before\n\nAfter",
+        ),
+        # quotes, headings, lists, tags, entities, magic words, maths, external links
+        ("'''Bold''' and ''italic'' and '''''both'''''", "Bold and italic and both"),
+        ("== History ==\nText\n=== Early life===\nMore", "History\nText\nEarly life\nMore"),
+        ("* one\n** two\n# three\n: indented\n; term", "one\ntwo\nthree\nindented\nterm"),
+        ("* {{Coptic|x}} : Coptic letter\n*: y", "Coptic letter\ny"),  # marks left by a template
+        ('a<br/>b<br>c <span style="x">d</span> H<sub>2</sub>O', "a\nb\nc d H2O"),
+        ("5&nbsp;km &ndash; A &amp; B __TOC__", "5 km – A & B"),
+        ("x <math>\\frac{a}{b}</math> y", "x y"),
+        (
+            "[http://example.org Example site], [https://x.org/a] and http://bare.org",
+            "Example site, and http://bare.org",
+        ),
+        ("<nowiki>{{not a template}} [[nor a link]]</nowiki>", "{{not a template}} [[nor a link]]"),
+        # whitespace
+        ("a  \t b\n\n\n\nc   \n\n\n", "a b\n\nc"),
+    ],
+)
+def test_strip_wiki_markup(wikitext, plain):
+    assert C.strip_wiki_markup(wikitext) == plain
 
 
 # ---------------------------------------------------------------------------
