@@ -239,6 +239,50 @@ def relative_onset(steps, curves, frac: float = 0.5, floor: float = 0.0):
     return onset, thr
 
 
+def rise_onset(
+    steps, curves, start, frac: float = 0.5, min_rise: float = 0.0, floor: float = -np.inf
+):
+    """Onset of a *later* stair, per instance: where the curve's largest climb after
+    ``start`` is half done.
+
+    A target that shares geometry with an earlier one moves with it at first (up, and back
+    down); what marks a stair of its own is a climb *after* the earlier stair set in. For
+    instance ``k``, over the logged steps ``t >= start[k]``, the climb to ``t`` is the curve
+    at ``t`` minus its lowest value since ``start[k]``; ``rise`` is the largest climb,
+    ``base`` the trough it starts from, and the onset the first step after that trough at
+    which the curve reaches ``base + frac * rise``. A rise of at most ``min_rise`` (e.g. the
+    half-width of the curve's null band), a peak of at most ``floor`` (e.g. clearly above
+    the null), or a ``start`` of NaN, gives no onset (NaN).
+
+    ``curves`` is ``(n_logs, K)``, ``start`` ``(K,)``. Returns ``(onset (K,), rise (K,),
+    base (K,))`` as numpy arrays; ``rise`` is NaN where ``start`` is.
+    """
+    if not 0 < frac <= 1:
+        raise ValueError(f"frac must be in (0, 1], got {frac}")
+    steps = np.asarray(steps, dtype=float)
+    curves = np.asarray(curves, dtype=float)
+    if curves.ndim == 1:
+        curves = curves[:, None]
+    start = np.broadcast_to(np.asarray(start, dtype=float), curves.shape[1:])
+    if curves.shape[0] != steps.shape[0]:
+        raise ValueError(f"{steps.shape[0]} steps but curves has {curves.shape[0]} rows")
+    onset, rise, base = (np.full(curves.shape[1], np.nan) for _ in range(3))
+    for k in range(curves.shape[1]):  # K is a handful of instances
+        if not np.isfinite(start[k]) or not (steps >= start[k]).any():
+            continue
+        i0 = int(np.argmax(steps >= start[k]))
+        c = np.nan_to_num(curves[i0:, k], nan=-np.inf)
+        trough = np.minimum.accumulate(np.where(np.isfinite(c), c, np.inf))
+        climb = c - trough
+        top = int(np.argmax(climb))
+        rise[k] = climb[top]
+        low = int(np.argmax(c[: top + 1] == trough[top]))  # where that trough was
+        base[k] = trough[top]
+        if rise[k] > min_rise and c[top] > floor:
+            onset[k] = steps[i0 + low + int(np.argmax(c[low:] >= base[k] + frac * rise[k]))]
+    return onset, rise, base
+
+
 def field_cosine(a, b):
     r"""Cosine between two fields over all their entries, :math:`\langle a,b\rangle/(\|a\|\|b\|)`.
 
@@ -262,6 +306,7 @@ def field_norm_ratio(a, b):
 
 
 __all__ = [
+    "rise_onset",
     "cosine_similarity_matrix",
     "upper_triangle",
     "r_cos",

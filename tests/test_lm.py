@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib import lm
+from lib import engine, lm
 from lib import metrics as M
+from lib import models as lib_models
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -221,3 +222,31 @@ def test_split_half_and_residual_signatures():
     both = lm.split_half(a, b, 9, tracked, lambda s, V, t: lm.lm_signatures(s, V, t, 6)[0])
     assert set(both) == {"next", "skip2", "skip3", "skip4", "window"}
     assert math.isclose(both["next"], r, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("per_instance", [False, True])
+def test_residual_path_gradient_is_autograd_of_the_block_free_decoder(per_instance):
+    """The order-0 term equals autograd of CE(rmsnorm(E[x]) U), for (B, L) and (K, B, L)."""
+    gen = torch.Generator().manual_seed(0)
+    K, V, d, B, L = 3, 9, 6, 4, 5
+    E = (torch.randn(K, V, d, generator=gen, dtype=torch.float64) * 0.1).requires_grad_(True)
+    U = torch.randn(K, d, V, generator=gen, dtype=torch.float64) * 0.1
+    shape = (K, B, L) if per_instance else (B, L)
+    X = torch.randint(0, V, shape, generator=gen)
+    y = torch.randint(0, V, shape, generator=gen)
+    h = lib_models.embed(E, X)
+    n = h / torch.sqrt((h * h).mean(-1, keepdim=True) + 1e-6)
+    loss = engine.cross_entropy(torch.einsum("kbld,kdv->kblv", n, U), y)
+    (grad,) = torch.autograd.grad(loss.sum(), E)
+    G0 = lm.residual_path_gradient(E.detach(), U, X, y)
+    assert torch.allclose(G0, grad, atol=1e-12, rtol=1e-9)
+    # and it is not trivially so: another batch's targets give another gradient
+    assert not torch.allclose(lm.residual_path_gradient(E.detach(), U, X, y.flip(-1)), grad)
+
+
+def test_residual_path_gradient_refuses_mismatched_shapes():
+    E, U = torch.zeros(2, 5, 3), torch.zeros(2, 3, 5)
+    with pytest.raises(ValueError, match="X and y"):
+        lm.residual_path_gradient(
+            E, U, torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)
+        )

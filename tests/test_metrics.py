@@ -181,3 +181,24 @@ def test_attention_entropy_is_zero_for_one_hot_and_log_t_for_uniform():
     a = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
     H = M.attention_entropy(a)
     assert float(H[0]) == 0.0 and abs(float(H[1]) - math.log(4)) < 1e-12
+
+
+def test_rise_onset_finds_a_planted_later_rise_and_not_a_flat_curve():
+    """A curve that moves with an earlier stair (up, then back down to a trough) and then
+    climbs has its onset in the late climb; a flat noisy curve, a rise within min_rise or a
+    peak under the floor has none."""
+    steps = np.arange(0, 400, 10)
+    rng = np.random.default_rng(0)
+    flat = 0.1 + 0.005 * rng.standard_normal(len(steps))
+    early = np.where(steps < 50, 0.12, 0.05)  # the shared move, then a trough
+    climb = np.where(steps < 100, early, np.minimum(0.05 + (steps - 100) * 0.002, 0.3))
+    curves = np.stack([climb, flat], 1)
+    onset, rise, base = M.rise_onset(steps, curves, start=[0, 0], frac=0.5, min_rise=0.05)
+    assert 100 < onset[0] <= 180 and np.isclose(rise[0], 0.25) and np.isclose(base[0], 0.05)
+    assert np.isnan(onset[1]) and rise[1] < 0.05
+    # a peak under the floor is no stair; a start that never came gives no onset
+    assert np.isnan(M.rise_onset(steps, curves, start=[0, 0], min_rise=0.05, floor=0.35)[0][0])
+    onset, rise, _ = M.rise_onset(steps, curves, start=[np.nan, 0], min_rise=0.05)
+    assert np.isnan(onset[0]) and np.isnan(rise[0])
+    late, _, base_late = M.rise_onset(steps, climb[:, None], start=[250], min_rise=0.01)
+    assert base_late[0] > 0.25 and np.isnan(late[0])  # already at its top: no later stair

@@ -1,14 +1,14 @@
-"""Chapter 5, the staircase in real language models: a one-layer decoder trained on real
-text from small and from standard initialization, and a pretrained model's embedding.
+"""Chapter 5, the staircase in real language models: a small pre-norm decoder (RMSNorm,
+SwiGLU, rotary positions: the Qwen2.5 choices) trained on real text from small and from
+standard initialization, two synthetic controls, and a pretrained model's embedding.
 
-The plumbing of the chapter: the corpora and their signatures, one batched training run
-per (corpus, tokenization, optimizer), the bookkeeping that turns its logs into alignment
-curves, onsets and peaks, and the figures' layouts.
+The plumbing of the chapter: the corpora, their targets (next-token, residual and
+previous-token signatures) and split-half ceilings, one batched training run per corpus and
+tokenization, the stair readings (onsets, rises) and the figures' layouts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,45 +17,40 @@ import torch
 from .. import corpora, engine, lm
 from .. import metrics as M
 from .. import signatures as sig
-from ..models import build
+from ..models import Transformer, build
 from ..style import COLORS, band
 from ..sweep import Sweep
 from . import ChapterConfig
 
 CHAPTER = "05_real_language_models"
 
-Run = tuple[str, str, str]  # (corpus, tokenization, optimizer)
+Run = tuple[str, str]  # (corpus, tokenization); the corpus may be a control, "markov1"/"markov2"
 
 
 @dataclass(frozen=True)
 class Config(ChapterConfig):
     """Chapter 5 at book scale.
 
-    The model is the one of the small-initialization theory: a decoder without LayerNorm or
-    biases, next-token readout at every position. Each run is one batched model whose
-    instances are the seeds x {small, standard} initialization.
-
-    d_model, context_len, n_layers, d_mlp: the decoder (d_mlp=0: attention only). The
-        context length equals d_model so that token and position embeddings start at the
-        same scale.
+    d_model, context_len, n_layers, d_mlp: the decoder (pre-RMSNorm, SwiGLU, rotary, one
+        head, no biases or gains, next-token readout at every position).
     batch_size: windows per step and instance.
     seeds: the seeds; a seed fixes both the initial weights and the stream of windows, so
         the small and the standard instance of one seed see the same batches.
     gamma: the small-initialization rate gamma (weights drawn with std fan_in^-gamma).
     gamma_large: the comparator, the standard (LeCun) scale gamma = 0.5.
-    adamw_lr, adamw_steps, weight_decay: the AdamW runs.
-    sgd_lr, sgd_steps, clip: the plain-SGD runs (gradient-norm clipping at ``clip``).
+    lr, weight_decay, steps: AdamW.
     n_logs: the number of (log-spaced) logging steps of every run.
-    runs: the (corpus, tokenization, optimizer) runs; corpus "shakespeare" or "kjv",
-        tokenization "char" or "bpe", optimizer "adamw" or "sgd". The first is the main run.
+    runs: the (corpus, tokenization) runs on real text; corpus "shakespeare", "kjv" or
+        "wiki", tokenization "char" or "bpe". The first is the main run and has the controls.
+    control_seed: the seed of the two synthetic streams (order-1 and order-2 chains fitted
+        to the main run's corpus).
     bpe_vocab: the byte-pair tokenizer's vocabulary size.
     top_char, top_bpe: how many of the most frequent tokens are tracked per tokenization.
-    skip_offsets: the offsets k of the skip-k signatures.
     n_perm: permutations of the token labels in each permutation null.
-    onset_frac: an onset is the first logged step at which a curve reaches this fraction of
-        its own maximum (and is above its null).
-    perm_seed: the seed of the one permutation of the window signature in the stair check's
-        negative control.
+    onset_frac: the fraction of a climb at which a stair's onset is read.
+    perturb_rel, stability_threads: the stability reruns of seed 0: init perturbed by this
+        relative amount, and the run on this many threads.
+    onset_tol_logs: how many logging steps an onset may move in the stability reruns.
     pretrained_top: how many of the pretrained model's most frequent tokens in each corpus
         are compared.
     pretrained_chars: how much of each corpus is tokenized for the pretrained model (None:
@@ -66,49 +61,48 @@ class Config(ChapterConfig):
 
     d_model: int = 32
     context_len: int = 32
-    n_layers: int = 1
-    d_mlp: int = 0
+    n_layers: int = 2
+    d_mlp: int = 64
     batch_size: int = 16
     seeds: tuple[int, ...] = (0, 1, 2)
     gamma: float = 1.0
     gamma_large: float = 0.5
-    adamw_lr: float = 1e-3
-    adamw_steps: int = 600
+    lr: float = 1e-3
     weight_decay: float = 0.01
-    sgd_lr: float = 2.0
-    sgd_steps: int = 800
-    clip: float = 1.0
+    steps: int = 1500
     n_logs: int = 36
-    runs: tuple[tuple[str, str, str], ...] = (
-        ("shakespeare", "char", "adamw"),
-        ("shakespeare", "char", "sgd"),
-        ("shakespeare", "bpe", "adamw"),
-        ("shakespeare", "bpe", "sgd"),
-        ("kjv", "char", "adamw"),
-        ("kjv", "bpe", "adamw"),
+    runs: tuple[tuple[str, str], ...] = (
+        ("shakespeare", "char"),
+        ("shakespeare", "bpe"),
+        ("kjv", "char"),
+        ("kjv", "bpe"),
+        ("wiki", "char"),
+        ("wiki", "bpe"),
     )
+    control_seed: int = 0
     bpe_vocab: int = 512
     top_char: int = 60
     top_bpe: int = 100
-    skip_offsets: tuple[int, ...] = (2, 3, 4)
     n_perm: int = 200
     onset_frac: float = 0.5
-    perm_seed: int = 0
+    perturb_rel: float = 1e-6
+    stability_threads: int = 2
+    onset_tol_logs: int = 2
     pretrained_top: int = 300
     pretrained_chars: int | None = 2_000_000
-    pretrained_corpora: tuple[str, ...] = ("shakespeare", "kjv")
+    pretrained_corpora: tuple[str, ...] = ("shakespeare", "kjv", "wiki")
     pretrained_quantiles: tuple[float, float] = (0.01, 0.99)
 
 
 OVERRIDES = {
-    # ci runs only Shakespeare characters (both optimizers); book adds BPE and the KJV.
+    # ci runs the main corpus (Shakespeare, characters) and its two controls.
     "ci": dict(
-        adamw_steps=300,
-        sgd_steps=300,
-        n_logs=28,
-        runs=(("shakespeare", "char", "adamw"), ("shakespeare", "char", "sgd")),
+        steps=1200,
+        n_logs=32,
+        runs=(("shakespeare", "char"),),
+        n_perm=100,
         pretrained_top=200,
-        pretrained_chars=1_500_000,
+        pretrained_chars=1_000_000,
     ),
     "paper": dict(
         d_model=256,
@@ -117,21 +111,9 @@ OVERRIDES = {
         d_mlp=1024,
         batch_size=64,
         seeds=(0, 1, 2, 3, 4),
-        adamw_lr=3e-4,
-        adamw_steps=30_000,
-        sgd_lr=1.0,
-        sgd_steps=60_000,
+        lr=3e-4,
+        steps=30_000,
         n_logs=60,
-        runs=(
-            ("shakespeare", "char", "adamw"),
-            ("shakespeare", "char", "sgd"),
-            ("shakespeare", "bpe", "adamw"),
-            ("shakespeare", "bpe", "sgd"),
-            ("kjv", "char", "adamw"),
-            ("kjv", "char", "sgd"),
-            ("kjv", "bpe", "adamw"),
-            ("kjv", "bpe", "sgd"),
-        ),
         bpe_vocab=4096,
         top_bpe=500,
         n_perm=1000,
@@ -140,57 +122,129 @@ OVERRIDES = {
     ),
 }
 
-LOADERS = {"shakespeare": corpora.load_shakespeare, "kjv": corpora.load_kjv}
-SIGS = ["next", "skip2", "skip3", "skip4", "window"]
+LOADERS = {
+    "shakespeare": corpora.load_shakespeare,
+    "kjv": corpora.load_kjv,
+    "wiki": corpora.load_wiki,
+}
+CONTROLS = ("markov1", "markov2")
+# The targets of W^E: the first stair, and the residual ones (beyond the bigram chain).
+TARGETS = ["next", "res_skip2"]
 LABEL = {
     "next": r"$\phi^{\rm next}$",
-    "skip2": r"$\phi^{(2)}$",
-    "skip3": r"$\phi^{(3)}$",
-    "skip4": r"$\phi^{(4)}$",
-    "window": r"$\bar\phi^{W}$",
+    "res_skip2": r"$\phi^{(2)}-\hat P^2$",
+    "res_window": r"$\bar\phi^W-\sum_k\omega_k\hat P^k$",
     "previous": r"$\varphi^{\rm pre}$",
 }
-# The structured token sets of the heat maps: vowels, frequent consonants, capitals and
-# punctuation; pronouns and function words.
-STRUCT = {
-    "char": list("aeiou") + list("tnshr") + list("TAIS") + list(",.;"),
-    "bpe": [" I", " you", " he", " she", " we", " they", " me", " him", " her", " my", " thy"]
-    + [" thou", " thee", " the", " a", " and", " of", " to"],
+COLOR = {
+    "next": COLORS["next"],
+    "res_skip2": COLORS["skip2"],
+    "res_window": COLORS["window"],
+    "previous": COLORS["previous"],
+}
+TITLE = {
+    "shakespeare": "Shakespeare",
+    "kjv": "KJV",
+    "wiki": "Wikipedia",
+    "markov1": "order-1 chain",
+    "markov2": "order-2 chain",
 }
 
 
-# --- the corpora and their signatures -------------------------------------------------
+# --- the corpora, their targets and ceilings --------------------------------------------
 
 
-def training_texts(cfg: Config) -> dict[str, str]:
-    """The training split (by whole documents) of every corpus the runs use."""
-    return {c: corpora.split_by_document(LOADERS[c]())[0] for c in {c for c, _, _ in cfg.runs}}
+def halves_of(corpus: corpora.Corpus) -> tuple[str, str]:
+    """The corpus's documents, alternately: even-numbered ones and odd-numbered ones."""
+    docs = [corpus.text[a:b] for _, a, b in corpus.documents]
+    return "\n".join(docs[0::2]), "\n".join(docs[1::2])
 
 
-def corpus_data(cfg: Config, texts: dict[str, str], device) -> dict[tuple[str, str], dict]:
-    """Per (corpus, tokenization) of the runs, sorted: the tokenizer, the training stream,
-    the tracked (most frequent) tokens, and their centred signatures ``phi`` (targets of the
-    embedding) and ``pre`` (of the unembedding), from :func:`lib.lm.lm_signatures`."""
+def targets(stream, V: int, tracked, L: int) -> tuple[dict, dict]:
+    """The embedding's targets (next token, residual skip-2) and the unembedding's (previous
+    token) of the tracked tokens, each centred on the uniform distribution (harmless: the
+    alignment removes the mean row). ``L`` is unused; kept for the window variants."""
+    phi = {
+        "next": sig.next_token_signature(stream, V, rows=tracked),
+        "res_skip2": sig.residual_skip_signature(stream, V, 2, rows=tracked),
+    }
+    pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
+    return {n: sig.centre(p) for n, p in phi.items()}, {"previous": sig.centre(pre["previous"])}
+
+
+def ceilings(halves, V: int, tracked, L: int) -> dict[str, float]:
+    """Split-half ceiling of every target: the agreement of its two estimates."""
+    (a, pa), (b, pb) = (targets(h, V, tracked, L) for h in halves)
+    out = {n: lm.signature_agreement(a[n], b[n]) for n in a}
+    out["previous"] = lm.signature_agreement(pa["previous"], pb["previous"])
+    return out
+
+
+def corpus_data(cfg: Config, device) -> dict[Run, dict]:
+    """Per run, and for the main run's two controls: the tokenizer's vocabulary size, the
+    training stream, the tracked (most frequent) tokens, their targets, the split-half
+    ceilings, and how much each residual target shares with the next-token one."""
     data = {}
-    for corpus, kind in sorted({(c, t) for c, t, _ in cfg.runs}):
-        text = texts[corpus]
+    for corpus, kind in cfg.runs:
+        c = LOADERS[corpus]()
+        text = corpora.split_by_document(c)[0]
         tok = (
-            corpora.CharTokenizer(text)
+            corpora.CharTokenizer(c.text)
             if kind == "char"
             else corpora.train_bpe(text, cfg.bpe_vocab)
         )
         stream = tok.encode(text).to(device)
-        counts = torch.bincount(stream, minlength=tok.vocab_size)
-        top = cfg.top_char if kind == "char" else cfg.top_bpe
-        tracked = torch.argsort(counts, descending=True)[:top].tolist()
-        phi, pre = lm.lm_signatures(
-            stream, tok.vocab_size, tracked, cfg.context_len, skip_offsets=cfg.skip_offsets
+        halves = [tok.encode(h).to(device) for h in halves_of(c)]
+        data[corpus, kind] = _entry(cfg, tok.vocab_size, stream, halves, kind, tok=tok)
+    main = data[cfg.runs[0]]
+    for order, name in enumerate(CONTROLS, start=1):
+        s = sig.markov_stream(
+            main["stream"], main["V"], order, len(main["stream"]), cfg.control_seed
         )
-        data[corpus, kind] = dict(tok=tok, stream=stream, tracked=tracked, phi=phi, pre=pre)
+        half = len(s) // 2
+        data[name, cfg.runs[0][1]] = _entry(
+            cfg, main["V"], s, [s[:half], s[half:]], cfg.runs[0][1], tracked=main["tracked"]
+        )
     return data
 
 
-# --- the instances and one training run -----------------------------------------------
+def _entry(cfg, V, stream, halves, kind, tok=None, tracked=None) -> dict:
+    if tracked is None:
+        counts = torch.bincount(stream, minlength=V)
+        tracked = torch.argsort(counts, descending=True)[
+            : cfg.top_char if kind == "char" else cfg.top_bpe
+        ].tolist()
+    phi, pre = targets(stream, V, tracked, cfg.context_len)
+    return dict(
+        tok=tok,
+        V=V,
+        stream=stream,
+        tracked=tracked,
+        phi=phi,
+        pre=pre,
+        ceiling=ceilings(halves, V, tracked, cfg.context_len),
+        shared={n: lm.signature_agreement(phi[n], phi["next"]) for n in TARGETS[1:]},
+    )
+
+
+# --- the model, the instances and one training run --------------------------------------
+
+
+def decoder(cfg: Config, V: int) -> Transformer:
+    """The chapter's decoder: pre-RMSNorm, SwiGLU, rotary, one head; token embedding with
+    fan-in d (a lookup reads one row per position)."""
+    return Transformer(
+        V,
+        cfg.d_model,
+        cfg.context_len,
+        n_layers=cfg.n_layers,
+        d_mlp=cfg.d_mlp,
+        readout="all",
+        norm="rms",
+        mlp="swiglu",
+        positions="rotary",
+        emb_fan_in=cfg.d_model,
+    )
 
 
 def instances(cfg: Config) -> Sweep:
@@ -198,149 +252,143 @@ def instances(cfg: Config) -> Sweep:
     return Sweep(init=["small", "standard"], seed=list(cfg.seeds))
 
 
+def gammas(cfg: Config, sweep: Sweep) -> list[float]:
+    return [cfg.gamma if init == "small" else cfg.gamma_large for init in sweep["init"]]
+
+
 def train_run(
-    cfg: Config, model_fn: Callable, D: dict, run: Run, sweep: Sweep, device, gammas
+    cfg: Config, D: dict, sweep: Sweep, device, desc: str, params=None, threads: int | None = None
 ) -> dict:
-    """Train every instance of ``sweep`` in one batched run of ``model_fn(V)`` on the
-    corpus data ``D``; return the history, the alignment curves (``plain``: R of the
-    embedding with each signature; ``partial``: controlling for the next token; ``unemb``:
-    the unembedding with the previous-token signature) and the initial weights' std."""
-    corpus, kind, optimizer = run
-    model = model_fn(D["tok"].vocab_size)
-    params = build(model, sweep["seed"], gamma=gammas, device=device)
-    init_std = float(params["E"][0].detach().std())
+    """Train every instance of ``sweep`` on the stream of ``D`` in one batched run (AdamW);
+    return the history and the alignment curves of W^E with each target and of W^U with the
+    previous-token signature. ``params`` replaces the initial weights (stability reruns)."""
+    model = decoder(cfg, D["V"])
+    if params is None:
+        params = build(model, sweep["seed"], gamma=gammas(cfg, sweep), device=device)
     callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
     stream = lm.window_sampler(
         D["stream"], cfg.context_len, cfg.batch_size, sweep["seed"], device=device
     )
-    if optimizer == "adamw":
-        kw = dict(lr=cfg.adamw_lr, weight_decay=cfg.weight_decay)
-        steps = cfg.adamw_steps
-    else:
-        kw = dict(lr=cfg.sgd_lr, clip=cfg.clip)
-        steps = cfg.sgd_steps
-    hist = engine.train(
+    before = torch.get_num_threads()
+    if threads is not None:  # the stability rerun on another thread count
+        torch.set_num_threads(threads)
+    try:
+        hist = _train(cfg, model, params, stream, callbacks, desc)
+    finally:
+        torch.set_num_threads(before)
+    return dict(
+        hist=hist,
+        emb=lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm),
+        unemb=lm.alignment_curves(hist["S_U"], D["pre"], n_perm=cfg.n_perm)["previous"],
+    )
+
+
+def _train(cfg, model, params, stream, callbacks, desc):
+    return engine.train(
         model,
         params,
         stream,
-        steps,
-        optimizer=optimizer,
+        cfg.steps,
+        optimizer="adamw",
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
         log_at=cfg.n_logs,
         callbacks=callbacks,
-        desc=f"{corpus}/{kind}/{optimizer}",
-        **kw,
+        desc=desc,
     )
-    ctl = lm.alignment_curves(hist["S_E"], D["phi"], control="next", n_perm=cfg.n_perm)
-    plain = lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm)
-    unemb = lm.alignment_curves(hist["S_U"], D["pre"], n_perm=cfg.n_perm)
-    return dict(hist=hist, partial=ctl, plain=plain, unemb=unemb, init_std=init_std)
 
 
-# --- bookkeeping: curves, onsets, peaks -----------------------------------------------
+def first_gradient(cfg: Config, D: dict, sweep: Sweep, device) -> np.ndarray:
+    """Per instance, the cosine between the step-0 gradient of W^E (autograd, the full
+    decoder, the first batch) and its order-0 term :func:`lib.lm.residual_path_gradient`."""
+    model = decoder(cfg, D["V"])
+    params = build(model, sweep["seed"], gamma=gammas(cfg, sweep), device=device)
+    X, y = lm.window_sampler(
+        D["stream"], cfg.context_len, cfg.batch_size, sweep["seed"], device=device
+    )(0)
+    (grad,) = torch.autograd.grad(
+        engine.cross_entropy(model.forward(params, X), y).sum(), params["E"]
+    )
+    G0 = lm.residual_path_gradient(params["E"].detach(), params["U"].detach(), X, y)
+    return M.field_cosine(grad, G0).cpu().numpy()
 
 
-def curves(run: dict) -> dict:
-    """name -> (curve (n_logs, K), null (lo, hi)): next and previous plain, the rest partial."""
-    out = {"next": run["plain"]["next"], "previous": run["unemb"]["previous"]}
-    out.update({n: run["partial"][n] for n in SIGS[1:]})
+# --- reading the stairs ------------------------------------------------------------------
+
+
+def stairs(run: dict, frac: float) -> dict:
+    """Per instance: the next-token onset (``frac`` of its maximum, above its null), and for
+    each residual target the onset, size and base of its largest climb after that onset
+    (:func:`lib.metrics.rise_onset`). No stair: a climb within the half-width of the
+    target's null band, or a peak within one half-width above the band."""
+    steps, c = run["hist"].steps, run["emb"]["next"]
+    t_next = M.relative_onset(steps, c["R"], frac=frac, floor=float(np.nanmax(c["null_hi"])))[0]
+    out = {"next": t_next}
+    for n in TARGETS[1:]:
+        c = run["emb"][n]
+        hi = float(np.nanmax(c["null_hi"]))
+        half_width = (hi - float(np.nanmin(c["null_lo"]))) / 2
+        on, rise, base = M.rise_onset(
+            steps, c["R"], t_next, frac=frac, min_rise=half_width, floor=hi + half_width
+        )
+        out[n], out[f"{n}_rise"], out[f"{n}_base"] = on, rise, base
+        out[f"{n}_peak"] = np.nanmax(c["R"], 0)
     return out
 
 
-def onset(steps, c: dict, frac: float) -> np.ndarray:
-    """Onset step per instance of one curve: ``frac`` of its own maximum, above its null's
-    largest 95th percentile (NaN: never)."""
-    return M.relative_onset(steps, c["R"], frac=frac, floor=float(np.nanmax(c["null_hi"])))[0]
+def log_index(steps, onsets) -> np.ndarray:
+    """Position of each onset on the logging grid (NaN stays NaN)."""
+    onsets = np.asarray(onsets, dtype=float)
+    idx = np.searchsorted(np.asarray(steps), np.nan_to_num(onsets, nan=0)).astype(float)
+    return np.where(np.isnan(onsets), np.nan, idx)
 
 
-def onsets(run: dict, frac: float) -> dict:
-    """Onset step per signature and instance."""
-    return {n: onset(run["hist"].steps, c, frac) for n, c in curves(run).items()}
+def separation(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
+    """Decades of training between the next-token onset and the residual one, per instance
+    (NaN where either stair is missing): how distinct the two stairs are on a log axis."""
+    return np.log10(st[target][rows] / st["next"][rows])
 
 
-def peaks(run: dict) -> dict:
-    """Each curve's maximum over the run, per instance, and its null's largest 95th percentile."""
-    return {
-        n: (np.nanmax(c["R"], 0), float(np.nanmax(c["null_hi"]))) for n, c in curves(run).items()
-    }
+def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
+    """Per instance of ``rows``: the next-token stair has an onset and the residual stair
+    comes after it."""
+    n, r = st["next"][rows], st[target][rows]
+    return np.isfinite(n) & np.isfinite(r) & (r > n)
 
 
-def onset_range(x) -> str:
-    """Onsets over seeds as ``min–max``, with how many never set in."""
-    if np.all(np.isnan(x)):
-        return "never"
-    never = f" ({np.isnan(x).sum()} never)" if np.isnan(x).any() else ""
-    return f"{np.nanmin(x):.0f}–{np.nanmax(x):.0f}" + never
-
-
-def later(a, b) -> bool:
-    """Every onset in ``a`` (never: after the run) comes after every onset in ``b``, all of
-    which exist."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return bool(np.all(np.isfinite(b)) and np.nan_to_num(a, nan=np.inf).min() > b.max())
+def onset_text(x) -> str:
+    """Onsets over seeds as ``a, b, c`` with ``never`` for NaN."""
+    return ", ".join("never" if np.isnan(v) else f"{v:.0f}" for v in np.asarray(x, dtype=float))
 
 
 def run_title(run: Run) -> str:
-    c, k, o = run
-    corpus = "Shakespeare" if c == "shakespeare" else "KJV"
-    return (
-        f"{corpus}, {'characters' if k == 'char' else 'BPE'}, {'AdamW' if o == 'adamw' else 'SGD'}"
-    )
-
-
-def names_of(runs) -> str:
-    return "; ".join(run_title(r) for r in runs) if runs else "none"
+    return f"{TITLE[run[0]]}, {'characters' if run[1] == 'char' else 'BPE'}"
 
 
 # --- figures ----------------------------------------------------------------------------
 
 
 def plot_run(axes, run: dict, title: str, small, standard) -> None:
-    """Rows: small / standard init. Columns: W^E plain R; W^E partial R | next; W^U vs pre."""
+    """Columns: W^E against the next-token and residual targets, small init; the same,
+    standard init; W^U against the previous-token signature (both inits)."""
     steps = run["hist"].steps[1:]  # the increment is zero at step 0: R starts at step 1
-    C = curves(run)
-    for row, (rows, init) in enumerate([(small, "small"), (standard, "standard")]):
-        a0, a1, a2 = axes[row]
-        for n in SIGS:
-            band(a0, steps, run["plain"][n]["R"][1:, rows], COLORS[n], label=LABEL[n])
-        for n in SIGS[1:]:
-            band(a1, steps, C[n]["R"][1:, rows], COLORS[n], label=LABEL[n])
-        band(a2, steps, C["previous"]["R"][1:, rows], COLORS["previous"], label=LABEL["previous"])
-        for ax, null in [(a0, C["next"]), (a1, C["window"]), (a2, C["previous"])]:
-            lo, hi = null["null_lo"][1:], null["null_hi"][1:]
-            ax.fill_between(steps, lo, hi, color=COLORS["null"], alpha=0.25, lw=0)
-            for edge in (lo, hi):
-                ax.plot(steps, edge, color=COLORS["reference"], lw=0.6, ls=":")
-            ax.axhline(0, color=COLORS["reference"], lw=0.5)
-        a0.set_ylabel(f"{init} init\n" + r"$R_{\cos}$")
-        a1.set_ylabel(r"partial $R_{\cos}\cdot$ next")
-        a2.set_ylabel(r"$R_{\cos}(W^U,\varphi^{\rm pre})$")
-    for ax in axes[-1]:
-        ax.set_xlabel("step")
-    axes[0, 0].set_title(r"$W^E$ vs each signature" + f"\n{title}")
-    axes[0, 1].set_title(r"$W^E$, beyond the next token")
-    axes[0, 2].set_title(r"$W^U$ vs previous token")
-    axes[0, 0].legend(fontsize=7, ncol=2)
-    axes[0, 1].legend(fontsize=7, ncol=2)
-
-
-def sig_similarity(phi: torch.Tensor) -> np.ndarray:
-    """Cosine similarity of signature rows after removing their mean row over the tracked
-    tokens, the same treatment as the embedding increments."""
-    return M.cosine_similarity_matrix(phi - phi.mean(0)).cpu().numpy()
-
-
-def block(S, a, b) -> tuple[float, float]:
-    """Mean similarity within group a (off-diagonal) and between groups a and b."""
-    Sa = S[np.ix_(a, a)]
-    return Sa[~np.eye(len(Sa), dtype=bool)].mean(), S[np.ix_(a, b)].mean()
-
-
-def struct_rows(D: dict, kind: str) -> tuple[list[int], list[str]]:
-    """Positions in the tracked set of the structured tokens that are tracked, and labels."""
-    tok = D["tok"]
-    names = {tok.id_to_token(i): j for j, i in enumerate(D["tracked"])}
-    keep = [s for s in STRUCT[kind] if s in names]
-    return [names[s] for s in keep], [s.replace(" ", "␣") for s in keep]
+    for ax, rows, init in [(axes[0], small, "small"), (axes[1], standard, "standard")]:
+        for n in TARGETS:
+            band(ax, steps, run["emb"][n]["R"][1:, rows], COLOR[n], label=LABEL[n])
+        null = run["emb"]["res_skip2"]
+        ax.fill_between(
+            steps, null["null_lo"][1:], null["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
+        )
+        ax.axhline(0, color=COLORS["reference"], lw=0.5)
+        ax.set_title(f"{title}\n{init} init", fontsize=9)
+    u = run["unemb"]
+    band(axes[2], steps, u["R"][1:, small], COLORS["small"], label="small init")
+    band(axes[2], steps, u["R"][1:, standard], COLORS["large"], label="standard init")
+    axes[2].fill_between(
+        steps, u["null_lo"][1:], u["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
+    )
+    axes[2].set_title(r"$W^U$ vs $\varphi^{\rm pre}$", fontsize=9)
+    axes[0].set_ylabel(r"$R_{\cos}$")
 
 
 # --- the pretrained model ---------------------------------------------------------------
@@ -354,19 +402,22 @@ def pretrained_stream(tokenizer, text: str, device) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long, device=device)
 
 
-def compact_signatures(stream: torch.Tensor, top: int, context_len: int):
-    """The most frequent ``top`` token ids of ``stream`` and their centred next, skip-2,
-    window and previous-token signatures, over the token ids that occur in the stream
-    (compact ids: the full-vocabulary version differs only by the uniform centring of
-    unused columns). Returns ``(top ids, signatures)``."""
-    used, compact = torch.unique(stream, return_inverse=True)
-    counts = torch.bincount(compact)
-    top_c = torch.argsort(counts, descending=True)[:top]
-    Vc = len(used)
-    phi = {
-        "next": sig.next_token_signature(compact, Vc, rows=top_c),
-        "skip2": sig.skip_signature(compact, Vc, 2, rows=top_c),
-        "window": sig.window_signature(compact, Vc, context_len, rows=top_c),
-        "previous": sig.previous_token_signature(compact, Vc, rows=top_c),
-    }
-    return used[top_c].tolist(), {n: sig.centre(p) for n, p in phi.items()}
+MIN_COUNT = 10  # a tracked token occurs at least this often in each half
+
+
+def pretrained_targets(streams, top: int, L: int):
+    """The most frequent ``top`` token ids of the first stream and their targets, over the
+    token ids that occur in any of ``streams`` (the whole text and its two halves; compact
+    ids). Returns ``(top ids, targets of each stream)``, targets as in :func:`targets` plus
+    ``previous``."""
+    used, compact = torch.unique(torch.cat(streams), return_inverse=True)
+    parts = torch.split(compact, [len(s) for s in streams])
+    counts = torch.stack([torch.bincount(p[:-L], minlength=len(used)) for p in parts])
+    # Tokens seen often enough in every stream for every row to be defined; the most frequent.
+    score = torch.where((counts >= MIN_COUNT).all(0), counts[0], -1)
+    top_c = torch.argsort(score, descending=True)[:top]
+    out = []
+    for p in parts:
+        phi, pre = targets(p, len(used), top_c, L)
+        out.append({**phi, "previous": pre["previous"]})
+    return used[top_c].tolist(), out
