@@ -10,14 +10,7 @@ from lib import engine, lm
 from lib import metrics as M
 from lib import models as lib_models
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small tests on one thread (the machine is shared); restored afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_window_sampler_shapes_targets_and_determinism():

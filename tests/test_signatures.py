@@ -114,13 +114,7 @@ def stream():
 
 def cond_loop(pairs, rows):
     """P(b | a) for a in rows, from a list of (a, b) pairs."""
-    out = np.zeros((len(rows), VL))
-    for r, s in enumerate(rows):
-        for a, b in pairs:
-            if a == s:
-                out[r, b] += 1
-    with np.errstate(invalid="ignore"):
-        return out / out.sum(1, keepdims=True)
+    return cond_loop_v(pairs, rows, VL)
 
 
 @pytest.mark.parametrize("rows", [None, [4, 1, 4]])
@@ -216,13 +210,7 @@ def test_label_signature_gap_and_marginal_deviation(data):
 VM = 8
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Small tests on one thread (the machine is shared); restored afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def chain_sample(P, n_chains, length, seed, order=1, noise=None):
