@@ -388,6 +388,7 @@ def plot_run(axes, run: dict, title: str, small, standard) -> None:
         steps, u["null_lo"][1:], u["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
     )
     axes[2].set_title(r"$W^U$ vs $\varphi^{\rm pre}$", fontsize=9)
+    axes[2].legend(fontsize=7)
     axes[0].set_ylabel(r"$R_{\cos}$")
 
 
