@@ -349,6 +349,14 @@ def separation(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
     return np.log10(st[target][rows] / st["next"][rows])
 
 
+def distinct(st: dict, small, standard, target: str = "res_skip2") -> np.ndarray:
+    """Per seed: the stairs are further apart under small than under standard init. A
+    residual stair missing under standard init counts as less distinct; one missing under
+    small init, as not more distinct."""
+    a, b = separation(st, small, target), separation(st, standard, target)
+    return np.nan_to_num(a, nan=-np.inf) > np.nan_to_num(b, nan=-np.inf)
+
+
 def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
     """Per instance of ``rows``: the next-token stair has an onset and the residual stair
     comes after it."""
