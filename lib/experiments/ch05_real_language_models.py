@@ -332,6 +332,7 @@ def stairs(run: dict, frac: float) -> dict:
             steps, c["R"], t_next, frac=frac, min_rise=half_width, floor=hi + half_width
         )
         out[n], out[f"{n}_rise"], out[f"{n}_base"] = on, rise, base
+        out[f"{n}_floor"] = hi + half_width  # a stair must peak above this
         out[f"{n}_peak"] = np.nanmax(c["R"], 0)
     return out
 
