@@ -189,9 +189,10 @@ def alignment_curves(
     seed: int = 0,
     quantiles: tuple[float, float] = (0.05, 0.95),
     subtract_mean_row: bool = True,
+    orthogonal_to: str | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
-    r""":math:`R_{\cos}` (or partial :math:`R_{\cos}`) of logged similarity matrices with each
-    signature, and a permutation null.
+    r""":math:`R_{\cos}` (or partial, or part :math:`R_{\cos}`) of logged similarity matrices
+    with each signature, and a permutation null.
 
     ``S_logged`` is ``(n_logs, K, T, T)`` (from :func:`similarity_callbacks`);
     ``signatures`` maps a name to a centred ``(T, V)`` signature of the same tracked
@@ -206,6 +207,15 @@ def alignment_curves(
     itself gets plain R), computed as :math:`r_{xy\cdot z}` from the three pairwise
     correlations (equal to :func:`lib.metrics.r_cos_partial`; tested).
 
+    With ``orthogonal_to`` (a key of ``signatures``), every other signature's pair
+    similarities are first made orthogonal (over pairs, least squares) to that signature's,
+    and R is the *part* (semi-partial) correlation :math:`r_{x(y\cdot z)}`: the logged side
+    is left as it is, and only the static target loses what it shares with the reference
+    (the reference itself gets plain R). An embedding carrying only the reference's
+    geometry then scores zero, whatever its size. Its null permutes the target's token
+    labels and then projects out the *unpermuted* reference, which is the null of a part
+    correlation whose reference is fixed.
+
     The null permutes the token labels of the signatures: :math:`S^{\rm sig}_{\pi(s)\pi(t)}`
     for a random permutation :math:`\pi` (the control permuted with it), ``n_perm``
     times. Returns ``name -> {"R": (n_logs, K), "null": (n_logs, K, n_perm),
@@ -217,6 +227,12 @@ def alignment_curves(
     T = S.shape[-1]
     if control is not None and control not in signatures:
         raise ValueError(f"control {control!r} is not one of the signatures {list(signatures)}")
+    if orthogonal_to is not None and orthogonal_to not in signatures:
+        raise ValueError(
+            f"orthogonal_to {orthogonal_to!r} is not one of the signatures {list(signatures)}"
+        )
+    if control is not None and orthogonal_to is not None:
+        raise ValueError("give control (partial R) or orthogonal_to (part R), not both")
     signatures = {name: _cpu(phi) for name, phi in signatures.items()}
     for name, phi in signatures.items():
         _check_signature(name, phi, T)
@@ -238,6 +254,9 @@ def alignment_curves(
             z, zp = pairs[control]
             r = M.partial_from_correlations(r, x @ z, y @ z)
             rn = M.partial_from_correlations(rn, x @ zp.T, (yp * zp).sum(-1))
+        if orthogonal_to is not None and name != orthogonal_to:
+            z = pairs[orthogonal_to][0]
+            r, rn = x @ _orthogonal(y, z), x @ _orthogonal(yp, z).T
         flat = rn.flatten(1)
         out[name] = {
             "R": r.numpy(),
@@ -246,6 +265,13 @@ def alignment_curves(
             "null_hi": torch.quantile(flat, quantiles[1], 1).numpy(),
         }
     return out
+
+
+def _orthogonal(y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Standardized rows ``y`` (..., P) made orthogonal to the standardized ``z`` (P,), and
+    renormalized: a dot product with a standardized x is then a part correlation."""
+    y = y - (y @ z)[..., None] * z
+    return y / y.norm(dim=-1, keepdim=True)
 
 
 def signature_agreement(phi_a, phi_b, subtract_mean_row: bool = True) -> float:

@@ -48,8 +48,8 @@ class Config(ChapterConfig):
     top_char, top_bpe: how many of the most frequent tokens are tracked per tokenization.
     n_perm: permutations of the token labels in each permutation null.
     onset_frac: the fraction of a climb at which a stair's onset is read.
-    perturb_rel, stability_threads: the stability reruns of seed 0: init perturbed by this
-        relative amount, and the run on this many threads.
+    perturb_rel: the stability rerun of seed 0 with its init perturbed by this relative
+        amount (a second rerun runs on another thread count than the chapter's).
     onset_tol_logs: how many logging steps an onset may move in the stability reruns.
     pretrained_top: how many of the pretrained model's most frequent tokens in each corpus
         are compared.
@@ -86,7 +86,6 @@ class Config(ChapterConfig):
     n_perm: int = 200
     onset_frac: float = 0.5
     perturb_rel: float = 1e-6
-    stability_threads: int = 2
     onset_tol_logs: int = 2
     pretrained_top: int = 300
     pretrained_chars: int | None = 2_000_000
@@ -154,9 +153,12 @@ TITLE = {
 # --- the corpora, their targets and ceilings --------------------------------------------
 
 
-def halves_of(corpus: corpora.Corpus) -> tuple[str, str]:
-    """The corpus's documents, alternately: even-numbered ones and odd-numbered ones."""
-    docs = [corpus.text[a:b] for _, a, b in corpus.documents]
+def halves_of(corpus: corpora.Corpus, limit: int | None = None) -> tuple[str, str]:
+    """The corpus's documents, alternately: even-numbered ones and odd-numbered ones. With
+    ``limit``, only the text ``corpus.text[:limit]`` is split (documents cut at it), so the
+    halves are of the same text as a target estimated on that prefix."""
+    end = len(corpus.text) if limit is None else limit
+    docs = [corpus.text[a : min(b, end)] for _, a, b in corpus.documents if a < end]
     return "\n".join(docs[0::2]), "\n".join(docs[1::2])
 
 
@@ -170,6 +172,12 @@ def targets(stream, V: int, tracked, L: int) -> tuple[dict, dict]:
     }
     pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
     return {n: sig.centre(p) for n, p in phi.items()}, {"previous": sig.centre(pre["previous"])}
+
+
+def full_reliability(split_half: float) -> float:
+    """Spearman-Brown: the reliability of an estimate from twice the data of each half,
+    ``2r / (1 + r)``, from the split-half agreement ``r``."""
+    return 2 * split_half / (1 + split_half)
 
 
 def ceilings(halves, V: int, tracked, L: int) -> dict[str, float]:
@@ -252,6 +260,11 @@ def instances(cfg: Config) -> Sweep:
     return Sweep(init=["small", "standard"], seed=list(cfg.seeds))
 
 
+def other_thread_count() -> int:
+    """A CPU thread count different from the current one, for the stability rerun."""
+    return 2 if torch.get_num_threads() == 1 else 1
+
+
 def gammas(cfg: Config, sweep: Sweep) -> list[float]:
     return [cfg.gamma if init == "small" else cfg.gamma_large for init in sweep["init"]]
 
@@ -260,7 +273,8 @@ def train_run(
     cfg: Config, D: dict, sweep: Sweep, device, desc: str, params=None, threads: int | None = None
 ) -> dict:
     """Train every instance of ``sweep`` on the stream of ``D`` in one batched run (AdamW);
-    return the history and the alignment curves of W^E with each target and of W^U with the
+    return the history and the alignment curves of W^E with each target (the residual ones
+    as part correlations, beyond the next-token target's geometry) and of W^U with the
     previous-token signature. ``params`` replaces the initial weights (stability reruns)."""
     model = decoder(cfg, D["V"])
     if params is None:
@@ -278,7 +292,7 @@ def train_run(
         torch.set_num_threads(before)
     return dict(
         hist=hist,
-        emb=lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm),
+        emb=lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm, orthogonal_to="next"),
         unemb=lm.alignment_curves(hist["S_U"], D["pre"], n_perm=cfg.n_perm)["previous"],
     )
 
@@ -422,10 +436,11 @@ def pretrained_targets(streams, top: int, L: int):
     ``previous``."""
     used, compact = torch.unique(torch.cat(streams), return_inverse=True)
     parts = torch.split(compact, [len(s) for s in streams])
+    # Counted without each stream's last L tokens, so that a tracked token has successors at
+    # every offset a target reads; eligible: seen MIN_COUNT times in every stream.
     counts = torch.stack([torch.bincount(p[:-L], minlength=len(used)) for p in parts])
-    # Tokens seen often enough in every stream for every row to be defined; the most frequent.
-    score = torch.where((counts >= MIN_COUNT).all(0), counts[0], -1)
-    top_c = torch.argsort(score, descending=True)[:top]
+    eligible = torch.nonzero((counts >= MIN_COUNT).all(0)).flatten()
+    top_c = eligible[torch.argsort(counts[0, eligible], descending=True)[:top]]
     out = []
     for p in parts:
         phi, pre = targets(p, len(used), top_c, L)
