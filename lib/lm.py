@@ -39,6 +39,7 @@ def lm_signatures(
     context_len: int,
     skip_offsets: Sequence[int] = (2, 3, 4),
     residual: bool = False,
+    window: bool = True,
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     r"""The centred language-model signatures of the ``tracked`` tokens of a token stream.
 
@@ -55,17 +56,21 @@ def lm_signatures(
     :func:`lib.signatures.residual_window_signature`), the part a second stair has to
     learn beyond chaining next-token predictions. Their rows sum to zero, so the uniform
     centring leaves them unchanged; :func:`alignment_curves` removes the mean row anyway.
+    ``window=False`` leaves out the window signatures (``context_len`` skip signatures
+    each, the slow part on a long stream).
     """
     phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
     for k in skip_offsets:
         phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
-    phi["window"] = sig.window_signature(stream, V, context_len, rows=tracked)
+    if window:
+        phi["window"] = sig.window_signature(stream, V, context_len, rows=tracked)
     if residual:
         for k in skip_offsets:
             markov = sig.markov_prediction(stream, V, k, rows=tracked)
             phi[f"res_skip{k}"] = phi[f"skip{k}"] - markov
-        markov = sig.markov_window_prediction(stream, V, context_len, rows=tracked)
-        phi["res_window"] = phi["window"] - markov
+        if window:
+            markov = sig.markov_window_prediction(stream, V, context_len, rows=tracked)
+            phi["res_window"] = phi["window"] - markov
     pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
     return {n: sig.centre(p) for n, p in phi.items()}, {n: sig.centre(p) for n, p in pre.items()}
 

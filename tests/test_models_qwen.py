@@ -148,7 +148,7 @@ def test_qwen_instances_are_isolated(layout):
     X = _tokens(3) if layout == "shared" else _tokens(4, (K, B, L))
     base = model.forward(params, X)
     assert base.shape == (K, B, L, 7)
-    g = torch.Generator().manual_seed(5)
+    gen = torch.Generator().manual_seed(5)
     for k in range(K):
         # Instance k run alone (K=1) is the same function as inside the batch.
         X_k = X[k : k + 1] if layout == "per_instance" else X
@@ -157,7 +157,7 @@ def test_qwen_instances_are_isolated(layout):
         # Perturbing instance k's weights moves instance k's logits alone.
         moved = {n: w.detach().clone() for n, w in params.items()}
         for w in moved.values():
-            w[k] += 0.1 * torch.randn(w.shape[1:], generator=g, dtype=w.dtype)
+            w[k] += 0.1 * torch.randn(w.shape[1:], generator=gen, dtype=w.dtype)
         out = model.forward(moved, X)
         _only_k_changed(out, base, k)
         if layout == "per_instance":

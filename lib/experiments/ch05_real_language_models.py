@@ -132,13 +132,11 @@ TARGETS = ["next", "res_skip2"]
 LABEL = {
     "next": r"$\phi^{\rm next}$",
     "res_skip2": r"$\phi^{(2)}-\hat P^2$",
-    "res_window": r"$\bar\phi^W-\sum_k\omega_k\hat P^k$",
     "previous": r"$\varphi^{\rm pre}$",
 }
 COLOR = {
     "next": COLORS["next"],
     "res_skip2": COLORS["skip2"],
-    "res_window": COLORS["window"],
     "previous": COLORS["previous"],
 }
 TITLE = {
@@ -164,14 +162,11 @@ def halves_of(corpus: corpora.Corpus, limit: int | None = None) -> tuple[str, st
 
 def targets(stream, V: int, tracked, L: int) -> tuple[dict, dict]:
     """The embedding's targets (next token, residual skip-2) and the unembedding's (previous
-    token) of the tracked tokens, each centred on the uniform distribution (harmless: the
-    alignment removes the mean row). ``L`` is unused; kept for the window variants."""
-    phi = {
-        "next": sig.next_token_signature(stream, V, rows=tracked),
-        "res_skip2": sig.residual_skip_signature(stream, V, 2, rows=tracked),
-    }
-    pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
-    return {n: sig.centre(p) for n, p in phi.items()}, {"previous": sig.centre(pre["previous"])}
+    token) of the tracked tokens, from :func:`lib.lm.lm_signatures` (no window targets)."""
+    phi, pre = lm.lm_signatures(
+        stream, V, tracked, L, skip_offsets=(2,), residual=True, window=False
+    )
+    return {n: phi[n] for n in TARGETS}, pre
 
 
 def full_reliability(split_half: float) -> float:
@@ -182,10 +177,12 @@ def full_reliability(split_half: float) -> float:
 
 def ceilings(halves, V: int, tracked, L: int) -> dict[str, float]:
     """Split-half ceiling of every target: the agreement of its two estimates."""
-    (a, pa), (b, pb) = (targets(h, V, tracked, L) for h in halves)
-    out = {n: lm.signature_agreement(a[n], b[n]) for n in a}
-    out["previous"] = lm.signature_agreement(pa["previous"], pb["previous"])
-    return out
+
+    def both(stream, V, tracked):
+        phi, pre = targets(stream, V, tracked, L)
+        return {**phi, **pre}
+
+    return lm.split_half(*halves, V, tracked, both)
 
 
 def corpus_data(cfg: Config, device) -> dict[Run, dict]:
