@@ -245,6 +245,7 @@ def train(
     seed: int = 0,
     desc: str = "train",
     frozen: Sequence[str] = (),
+    freeze_at: Mapping[str, int] | None = None,
 ) -> History:
     """Train all K instances of ``params`` (updated in place) for ``steps`` steps.
 
@@ -265,6 +266,9 @@ def train(
         callbacks: name -> ``fn(step, params) -> (K, ...)`` metrics, called under
             no_grad at every logging step; ``loss`` (the batch loss) is always logged.
         frozen: names of weights that are not trained.
+        freeze_at: weight name -> the step from which it is no longer updated (an
+            ablation that freezes a weight mid-run, e.g. the embedding once the order-0
+            stair is done); the other weights and every optimizer state carry on.
 
     Returns:
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
@@ -292,6 +296,14 @@ def train(
         for group, v in group_lr.items()
     }
     trained = {n: p for n, p in params.items() if n not in frozen}
+    freeze_at = dict(freeze_at or {})
+    for name, at in freeze_at.items():
+        if name not in trained:
+            raise ConfigError(
+                f"freeze_at names {name!r}, which is not a trained weight ({sorted(trained)})"
+            )
+        if not (isinstance(at, int) and at >= 0):
+            raise ConfigError(f"freeze_at[{name!r}] must be a step >= 0, got {at!r}")
     lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
     state = {n: {} for n in trained}
     hyper = _Hyper(momentum, betas, eps, weight_decay, decoupled=optimizer == "adamw")
@@ -319,6 +331,8 @@ def train(
                 if clip is not None:
                     grads = _clip_per_instance(grads, clip)
                 for (name, p), grad in zip(trained.items(), grads, strict=True):
+                    if step >= freeze_at.get(name, steps + 1):
+                        continue
                     step_fn(p, grad, state[name], lr_of[name] * mult, step + 1, hyper)
             bar.update(1)
     finally:

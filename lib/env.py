@@ -9,6 +9,7 @@ when available, else ``cpu``). ``BOOK_QUIET`` turns progress bars off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -77,3 +78,21 @@ def scale_warning(scale: str, device: torch.device) -> str | None:
 def quiet() -> bool:
     """True inside the book build and the test suite: no progress bars in outputs."""
     return os.environ.get("BOOK_QUIET", "0") not in ("", "0", "false", "False")
+
+
+@contextlib.contextmanager
+def cpu_threads(n: int | None):
+    """Run the block on ``n`` CPU threads (``None``: unchanged), restored afterwards.
+
+    The stability reruns use it: a verdict that changes with the thread count hinged on
+    the order of floating-point sums.
+    """
+    before = torch.get_num_threads()
+    if n is not None:
+        if int(n) < 1:
+            raise ConfigError(f"cpu threads must be >= 1, got {n}")
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

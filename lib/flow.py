@@ -235,10 +235,11 @@ def _check_attention_model(model: Transformer):
         or model.norm != "none"
         or model.positions != "learned"
         or model.readout != "last"
+        or model.ov != "learned"
     ):
         raise ValueError(
             "the attention expansion is derived for Transformer(n_layers=1, d_mlp=0, "
-            "norm='none', positions='learned', readout='last')"
+            "norm='none', positions='learned', readout='last', ov='learned')"
         )
 
 

@@ -169,6 +169,7 @@ def _identity(h: torch.Tensor) -> torch.Tensor:
 NORMS = {"none": _identity, "layer": _layernorm, "rms": _rmsnorm}
 MLPS = ("plain", "swiglu")
 POSITIONS = ("learned", "rotary")
+OVS = ("learned", "identity")
 ROPE_BASE = 10000.0
 
 
@@ -222,6 +223,11 @@ class Transformer:
       layer, with no ``P`` (h_0 = E[x]). Rotary needs an even ``d_head`` and
       ``qk="factorized"``: the rotation sits between W_Q and W_K^T, so there is no single
       W_QK to collapse to.
+
+    ``ov="identity"`` drops the value and output weights: h += softmax(...) norm(h), so a
+    context token reaches the readout only through the attention weights and its own
+    embedding (Chapter 4's attention staircase: a learned W_V W_O can store a feature of the
+    anchors that their embeddings then need not carry).
     """
 
     vocab_size: int
@@ -239,8 +245,11 @@ class Transformer:
     norm: str = "none"  # or "layer", "rms": parameter-free pre-norm
     mlp: str = "plain"  # or "swiglu" (adds W3_{layer})
     positions: str = "learned"  # or "rotary" (RoPE on q and k, no P)
+    ov: str = "learned"  # or "identity": no W_V, W_O; attention mixes the residual stream itself
 
     def __post_init__(self):
+        if self.ov not in OVS:
+            raise ValueError(f"ov must be one of {list(OVS)}, got {self.ov!r}")
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {sorted(NORMS)}, got {self.norm!r}")
         if self.layernorm and self.norm not in ("none", "layer"):
@@ -292,8 +301,9 @@ class Transformer:
             else:
                 s[f"Q{layer}"] = ParamSpec((d, dh), d, "qk")
                 s[f"K{layer}"] = ParamSpec((d, dh), d, "qk")
-            s[f"V{layer}"] = ParamSpec((d, dh), d, "ov")
-            s[f"O{layer}"] = ParamSpec((dh, d), dh, "ov")
+            if self.ov == "learned":
+                s[f"V{layer}"] = ParamSpec((d, dh), d, "ov")
+                s[f"O{layer}"] = ParamSpec((dh, d), dh, "ov")
             if self.d_mlp:
                 s[f"W1_{layer}"] = ParamSpec((d, self.d_mlp), d, "mlp")
                 s[f"W2_{layer}"] = ParamSpec((self.d_mlp, d), self.d_mlp, "mlp")
@@ -302,10 +312,15 @@ class Transformer:
         s["U"] = ParamSpec((d, self.n_out or self.vocab_size), d, "unembedding")
         return s
 
-    def forward(self, params, X, return_attention: bool = False):
+    def forward(self, params, X, return_attention: bool = False, return_hidden: bool = False):
         """Logits (K, B, n_out) for readout 'last', (K, B, L, n_out) for 'all'.
 
-        With ``return_attention``, also the list of attention matrices (K, B, L, L).
+        With ``return_attention``, also the list of attention matrices (K, B, L, L). With
+        ``return_hidden``, also a dict of what each layer adds or computes, for probes:
+        ``attention{layer}`` (the attention's contribution to the residual stream) and
+        ``mlp{layer}`` (the MLP's hidden activations), each (K, B, L', .), where L' is 1 for
+        the last layer under readout 'last' (only the readout position is computed there:
+        the other positions of the last layer cannot reach the output) and L otherwise.
         """
         L = X.shape[-1]
         if L > self.context_len:
@@ -317,29 +332,47 @@ class Transformer:
             cos, sin = rope_tables(L, self.dh, dtype=h.dtype, device=h.device)
         mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
         norm = NORMS[self.norm]
-        attn = []
+        attn, hidden = [], {}
         for layer in range(self.n_layers):
             x = norm(h)
+            # Under readout 'last' the last layer is needed at the readout position only.
+            rows = (
+                slice(L - 1, L)
+                if self.readout == "last" and layer == self.n_layers - 1
+                else slice(None)
+            )
+            if return_attention:
+                rows = slice(None)
+            xq = x[:, :, rows]
             if self.qk == "collapsed":
-                q, k = _lin(x, params[f"QK{layer}"]), x
+                q, k = _lin(xq, params[f"QK{layer}"]), x
+            elif rows.start is not None and self.positions != "rotary":
+                # one query row: (x_q W_Q) W_K^T against x costs less than projecting every key
+                q, k = _lin(_lin(xq, params[f"Q{layer}"]), params[f"K{layer}"].transpose(-1, -2)), x
             else:
-                q, k = _lin(x, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
+                q, k = _lin(xq, params[f"Q{layer}"]), _lin(x, params[f"K{layer}"])
             if self.positions == "rotary":
-                q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-            v = _lin(x, params[f"V{layer}"])
+                q, k = apply_rope(q, cos[rows], sin[rows]), apply_rope(k, cos, sin)
+            v = x if self.ov == "identity" else _lin(x, params[f"V{layer}"])
             scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
-            A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+            A = torch.softmax(scores.masked_fill(~mask[rows], float("-inf")), dim=-1)
             attn.append(A)
-            h = h + _lin(torch.matmul(A, v), params[f"O{layer}"])
+            mixed = torch.matmul(A, v)
+            added = mixed if self.ov == "identity" else _lin(mixed, params[f"O{layer}"])
+            hidden[f"attention{layer}"] = added
+            h = h[:, :, rows] + added
             if self.d_mlp:
                 x = norm(h)
                 if self.mlp == "swiglu":
-                    gate = F.silu(_lin(x, params[f"W1_{layer}"])) * _lin(x, params[f"W3_{layer}"])
-                    h = h + _lin(gate, params[f"W2_{layer}"])
+                    act = F.silu(_lin(x, params[f"W1_{layer}"])) * _lin(x, params[f"W3_{layer}"])
                 else:
-                    act = ACTIVATIONS[self.activation]
-                    h = h + _lin(act(_lin(x, params[f"W1_{layer}"])), params[f"W2_{layer}"])
+                    act = ACTIVATIONS[self.activation](_lin(x, params[f"W1_{layer}"]))
+                hidden[f"mlp{layer}"] = act
+                h = h + _lin(act, params[f"W2_{layer}"])
         if self.readout == "last":
             h = h[:, :, -1]
         logits = _lin(norm(h), params["U"])
-        return (logits, attn) if return_attention else logits
+        out = (
+            (logits,) + ((attn,) if return_attention else ()) + ((hidden,) if return_hidden else ())
+        )
+        return out if len(out) > 1 else logits

@@ -29,6 +29,8 @@ import torch
 
 from . import metrics as M
 from .engine import History, train
+from .env import cpu_threads
+from .init import perturb
 from .models import build
 from .sweep import Sweep
 
@@ -48,6 +50,8 @@ __all__ = [
     "Stairs",
     "BitRun",
     "run_bits",
+    "log_step_shift",
+    "stability",
 ]
 
 
@@ -272,28 +276,42 @@ def train_bits(
     steps: int,
     device="cpu",
     zero_frozen: Sequence[str] = (),
+    perturb_init: float = 0.0,
+    threads: int | None = None,
+    probes: bool = False,
     **train_kwargs,
 ) -> tuple[History, np.ndarray, np.ndarray]:
     """One batched run of the gated-parity-bit task over every (gamma, seed) pair.
 
     Instances are gamma-major (seed fastest). Weights named in
     ``zero_frozen`` are set to zero and not trained (e.g. ``("P",)``: an attention model
-    without position embeddings). The callbacks of :func:`bit_callbacks` are added;
+    without position embeddings). ``perturb_init`` multiplies every initial weight by
+    ``1 + perturb_init * z`` (:func:`lib.init.perturb`, seed 1): the rerun of the stability
+    checks; ``threads`` runs it on that many CPU threads (:func:`lib.env.cpu_threads`), the
+    other rerun. ``probes`` adds the callbacks of :func:`lib.probes.bit_probe_callbacks`
+    (an attention model: where bit 1 lives). The callbacks of :func:`bit_callbacks` are added;
     other keyword arguments go to :func:`lib.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
     gamma_k, seed_k = _gamma_seed_grid(seeds, gammas, "train_bits")
     params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
+    if perturb_init:
+        params = perturb(params, perturb_init, seed=1)
     with torch.no_grad():
         for name in zero_frozen:
             params[name].zero_()
     callbacks = dict(train_kwargs.pop("callbacks", None) or {})
     callbacks.update(bit_callbacks(model, data, layout, targets, params["E"]))
+    if probes:
+        from .probes import bit_probe_callbacks
+
+        callbacks.update(bit_probe_callbacks(model, data, layout, targets, params))
     frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
     X, y = data.X.to(device), data.y.to(device)
-    history = train(
-        model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
-    )
+    with cpu_threads(threads):
+        history = train(
+            model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
+        )
     return history, gamma_k, seed_k
 
 
@@ -406,3 +424,31 @@ def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, f
     """
     history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
     return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)
+
+
+def log_step_shift(steps, a, b) -> np.ndarray:
+    """Per instance, how many logged steps apart two step readings are (``inf`` = never).
+
+    ``a`` and ``b`` are steps of the grid ``steps`` (or ``inf``, read as one step past its
+    end). Two readings that are both ``inf`` are 0 apart.
+    """
+    steps = np.asarray(steps, dtype=float)
+    idx = lambda v: np.where(
+        np.isfinite(v), np.searchsorted(steps, np.where(np.isfinite(v), v, 0.0)), len(steps)
+    )
+    return np.abs(idx(np.asarray(a, dtype=float)) - idx(np.asarray(b, dtype=float)))
+
+
+def stability(steps, base: Stairs, other: Stairs, tol: int = 2) -> dict:
+    """Does a rerun (perturbed init, other thread count) read the same stairs as ``base``?
+
+    Per seed: the largest shift, in logged steps (:func:`log_step_shift`), of any onset or
+    escape, and whether the staircase verdict (:meth:`Stairs.climbs_per_seed`) is the same.
+    Returns ``{"shift": (seeds,) ints, "same_verdict": (seeds,) bools, "holds": (seeds,)
+    bools}``, ``holds`` where the shift is at most ``tol`` and the verdict is the same.
+    """
+    shifts = [log_step_shift(steps, base.onsets[o], other.onsets[o]) for o in base.onsets]
+    shifts += [log_step_shift(steps, base.escapes[b], other.escapes[b]) for b in base.escapes]
+    shift = np.max(np.stack(shifts), 0)
+    same = np.array(base.climbs_per_seed()) == np.array(other.climbs_per_seed())
+    return {"shift": shift, "same_verdict": same, "holds": (shift <= tol) & same}

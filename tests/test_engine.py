@@ -90,6 +90,25 @@ def test_group_lr_per_instance_and_frozen():
     assert torch.equal(p["E"], E0)
 
 
+def test_freeze_at_stops_one_weight_mid_run_and_the_rest_carry_on():
+    model = EmbMLP(11, 4, 8, 11)
+    X, y = _data()
+    p = build(model, [0, 1], gamma=0.5)
+    q = {n: t.detach().clone().requires_grad_(True) for n, t in p.items()}
+    train(model, p, (X, y), 2, optimizer="adam", lr=0.05)
+    E_at_2 = p["E"].detach().clone()
+    train(model, q, (X, y), 5, optimizer="adam", lr=0.05, freeze_at={"E": 2})
+    assert torch.equal(q["E"], E_at_2)  # updated at steps 0 and 1, never after
+    assert not torch.equal(q["W1"], p["W1"])  # the others went on training
+    r = {n: t.detach().clone().requires_grad_(True) for n, t in build(model, [0, 1], 0.5).items()}
+    train(model, r, (X, y), 5, optimizer="adam", lr=0.05)
+    assert not torch.equal(r["E"], E_at_2)  # without freeze_at, E keeps moving (the control)
+    with pytest.raises(ConfigError, match="freeze_at names 'P'"):
+        train(model, r, (X, y), 1, freeze_at={"P": 1})
+    with pytest.raises(ConfigError, match="step >= 0"):
+        train(model, r, (X, y), 1, freeze_at={"E": -1})
+
+
 def test_gd_step_matches_autograd():
     model = EmbMLP(11, 4, 8, 11)
     X, y = _data()

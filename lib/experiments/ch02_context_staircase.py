@@ -50,6 +50,16 @@ class Config(ChapterConfig):
     r: the attention model's rate ratio eta_QK / eta_rest: its query-key weights train at
         r times the learning rate of the rest, so the embeddings move before attention
         sharpens.
+    attn_anchors: anchors of the attention model's task, 24, not 12. The attention model
+        has no value or output weights (``Transformer(ov="identity")``): with a learned
+        W_V W_O the anchors reach the readout an O(eps^2) factor weaker than the gate, and
+        with 12 anchors a seed can learn bit 1 by memorizing its 288 sequences before the
+        embeddings take the parity geometry (Chapter 4 measures both). With 24 anchors the
+        noise floor of R1 halves and memorizing takes longer.
+    stability_rel, stability_threads, stability_tol: every staircase run is rerun at small
+        init with its initial weights multiplied by 1 + stability_rel * z, and once on
+        stability_threads CPU threads; every onset and escape must move by at most
+        stability_tol logged steps, and every per-seed verdict must stay the same.
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
         control), of the attention model and of the three-stair Emb-MLP.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
@@ -76,6 +86,10 @@ class Config(ChapterConfig):
     three_gammas: tuple[float, ...] = (1.0, 0.3)
     lr: float = 1e-2
     r: float = 0.1
+    attn_anchors: int = 24
+    stability_rel: float = 1e-6
+    stability_threads: int = 2
+    stability_tol: int = 2
     two_steps: int = 1000
     attn_steps: int = 800
     three_steps: int = 1200

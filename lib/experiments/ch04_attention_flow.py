@@ -51,6 +51,13 @@ class Config(ExpansionCheck):
     depart_factor: attention has departed from the quasi-static prediction once its
         distance from uniform is this many times D_qs.
     early_steps: the first steps over which the expansion must track the true gradient.
+
+    Where the attention staircase puts the parity (Chapter 2's gated-parity-bit task and its
+    training settings, read from Chapter 2's Config at the same scale):
+    where_anchors: the two task sizes, 12 anchors (Chapter 2's earlier attention model) and
+        24 (its staircase model).
+    freeze_step: the step from which the embedding is frozen in the ablation: after the
+        order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
     """
 
     t3_reps: int = 1
@@ -67,6 +74,8 @@ class Config(ExpansionCheck):
     delta: float = 0.1
     depart_factor: float = 2.0
     early_steps: int = 20
+    where_anchors: tuple[int, int] = (12, 24)
+    freeze_step: int = 40
 
 
 OVERRIDES = {
@@ -120,3 +129,39 @@ def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
         return torch.stack([v.double().cpu() for v in logged], -1)
 
     return stats
+
+
+# The attention models of the section "Where the parity lives", by name: value path and
+# task size. The staircase model of Chapter 2 is IDENTITY_24; the others are contrasts.
+LEARNED_12, LEARNED_24 = "learned OV, 12 anchors", "learned OV, 24 anchors"
+IDENTITY_12, IDENTITY_24 = "no OV, 12 anchors", "no OV, 24 anchors"
+WHERE_MODELS = {
+    LEARNED_12: ("learned", 0),
+    LEARNED_24: ("learned", 1),
+    IDENTITY_12: ("identity", 0),
+    IDENTITY_24: ("identity", 1),
+}
+# The ablations, on the main contrast and on the staircase model.
+FREEZE_E, FREEZE_ATTN = "embedding frozen", "attention frozen"
+ABLATED = (LEARNED_12, IDENTITY_24)
+
+
+def where_row(stairs, m, seed_index: int, floor1: float) -> dict:
+    """One seed of one run of the section: escape, order-1 stair and the probes at the end.
+
+    ``stairs`` is the arm's :class:`lib.staircase.Stairs`, ``m`` its metrics
+    (:meth:`lib.staircase.BitRun.arm`).
+    """
+    k = seed_index
+    row = {
+        "escape 1": stairs.escapes[1][k],
+        "onset 1": stairs.onsets[1][k],
+        "stair": bool(stairs.climbs_per_seed()[k]),
+        "bit-1 loss, end": m["bit1"][-1, k],
+        "R1, end": m["R1"][-1, k],
+        "R1 of E W_V W_O, end": m["R1_ov"][-1, k] if "R1_ov" in m else float("nan"),
+    }
+    for probe in ("probe_E", "probe_attn", "probe_mlp"):
+        row[probe + ", end"] = m[probe][-1, k]
+    row["R1 floor"] = floor1
+    return row

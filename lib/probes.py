@@ -1,0 +1,105 @@
+r"""Linear probes that generalize across tokens: where a feature lives (Chapter 4).
+
+:func:`heldout_probe` fits a ridge regression of a :math:`\pm 1` label on a representation and
+scores it on *held-out groups* (here: held-out anchors). A feature that the representation
+carries along a shared direction is read off an anchor the probe never saw; a feature that is
+only memorized anchor by anchor (twelve random vectors, which any linear map can label at will)
+is not, and scores at chance. :func:`bit_probe_callbacks` logs where bit 1 of the
+gated-parity-bit task lives during training (:func:`lib.staircase.bit_callbacks` logs the rest).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["heldout_probe", "bit_probe_callbacks"]
+
+
+def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
+    r"""Held-out-group accuracy of a ridge probe of ``labels`` (:math:`\pm1`) on ``Z``.
+
+    ``Z`` is ``(K, N, f)`` (or ``(N, f)``), ``labels`` and ``groups`` are ``(N,)``. For each
+    group, the probe is fitted on the other groups (features centred on them; ridge ``ridge``
+    times the mean eigenvalue of their covariance; no label intercept, which leave-one-out
+    would bias against the held-out label) and predicts the group's labels by sign. Returns ``(K,)`` accuracies over all N points; 0.5 is chance for balanced labels.
+    """
+    Z = torch.as_tensor(Z, dtype=torch.float64)
+    Z = Z[None] if Z.dim() == 2 else Z
+    y = torch.as_tensor(labels, dtype=torch.float64, device=Z.device)
+    grp = torch.as_tensor(groups, device=Z.device)
+    if y.shape != grp.shape or y.shape[0] != Z.shape[1]:
+        raise ValueError(
+            f"labels {tuple(y.shape)} and groups {tuple(grp.shape)} must both be (N,) with "
+            f"N = {Z.shape[1]} rows of Z"
+        )
+    if not torch.all(y.abs() == 1):
+        raise ValueError("labels must be +1 or -1")
+    f = Z.shape[-1]
+    eye = torch.eye(f, dtype=Z.dtype, device=Z.device)
+    correct = torch.zeros(Z.shape[0], dtype=Z.dtype, device=Z.device)
+    for gid in torch.unique(grp):
+        tr, te = grp != gid, grp == gid
+        mu = Z[:, tr].mean(1, keepdim=True)
+        Zc = Z[:, tr] - mu
+        C = Zc.transpose(1, 2) @ Zc
+        lam = ridge * torch.diagonal(C, dim1=1, dim2=2).mean(-1).clamp_min(1e-300) + 1e-300
+        rhs = Zc.transpose(1, 2) @ y[tr][:, None]
+        w = torch.linalg.solve(C + lam[:, None, None] * eye, rhs)
+        pred = ((Z[:, te] - mu) @ w)[..., 0]
+        correct += (torch.sign(pred) == y[te]).sum(-1)
+    return correct / len(y)
+
+
+def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
+    """Callbacks, per instance ``(K,)``, locating bit 1 of the gated-parity-bit task.
+
+    Held-out-anchor probes (every probe is scored on anchors it was not fitted on, so it
+    reads only a code that the anchors share):
+
+    * ``probe_E``: the anchor's parity (its half of bit 1) from the anchor embedding rows;
+    * ``probe_attn``: the sequence's anchor parity from the attention's contribution at the
+      readout position (``attention0`` of :meth:`lib.models.Transformer.forward`);
+    * ``probe_mlp``: bit 1 itself (the XNOR of gate and parity) from the MLP's hidden layer
+      at the readout position.
+
+    Near 1: a parity code shared by the anchors. Near 0.5: none. Below 0.5: an ordinal code
+    (the order-0 geometry orders the anchors, and a held-out anchor then resembles its
+    neighbours, whose parity is the opposite).
+
+    ``R1_ov`` (models with learned ``V0``, ``O0``): the order-1 partial R of the anchors'
+    *value-transformed* embedding increment, ``E W_V W_O`` at t minus at 0: the parity
+    geometry where the value path, not the embedding, holds it.
+    """
+    from .staircase import increment, order_partials
+
+    X = data.X
+    a_seq = X[:, 1]  # [z, a, ..., g]
+    anchors = list(layout.anchors)
+    if not torch.isin(a_seq, torch.as_tensor(anchors)).all():
+        raise ValueError("every sequence must hold its anchor at position 1 ([z, a, ..., g])")
+    parity_a = torch.as_tensor([1.0 if a % 2 else -1.0 for a in anchors])
+    parity_seq = torch.where(a_seq % 2 == 1, 1.0, -1.0)
+    s1 = torch.where((X[:, -1] == layout.gates[0]) == (a_seq % 2 == 1), 1.0, -1.0)
+    learned_ov = "V0" in params0
+    if learned_ov:
+        EV0 = (params0["E"] @ params0["V0"] @ params0["O0"]).detach().clone()
+    state: dict = {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            state["step"] = step
+            _, hid = model.forward(params, X.to(params["E"].device), return_hidden=True)
+            v = {
+                "probe_E": heldout_probe(params["E"][:, anchors], parity_a, range(len(anchors))),
+                "probe_attn": heldout_probe(hid["attention0"][:, :, -1], parity_seq, a_seq),
+                "probe_mlp": heldout_probe(hid["mlp0"][:, :, -1], s1, a_seq),
+            }
+            if learned_ov:
+                EV = params["E"] @ params["V0"] @ params["O0"]
+                dEV = increment(EV, EV0, targets.tokens, subtract_mean_row=True)
+                v["R1_ov"] = order_partials(dEV, targets)[1]
+            state["v"] = v
+        return state["v"]
+
+    names = ["probe_E", "probe_attn", "probe_mlp"] + (["R1_ov"] if learned_ov else [])
+    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
