@@ -47,6 +47,7 @@ __all__ = [
     "staircase_climbs",
     "train_bits",
     "plateau_mask",
+    "plateau_and_fall",
     "Stairs",
     "BitRun",
     "run_bits",
@@ -328,6 +329,29 @@ def plateau_mask(steps, bit_loss, after, level: float = 0.9):
         & (steps < esc[None])
         & (v >= level * np.log(2))
     )
+
+
+def plateau_and_fall(steps, bit_loss, after, level: float = 0.9, frac: float = 0.5):
+    """How long a sign-bit loss sits on its plateau, and how long it takes to fall off it.
+
+    Per instance, in steps (linear time): ``wait`` from ``after[k]`` (the previous stair's
+    onset) to the last logged step before the escape (:func:`escape_steps`, loss below
+    ``frac * ln 2``) at which the loss is still at least ``level * ln 2``; ``fall`` from there
+    to the escape. A plateau is a wait at least as long as the fall; a smooth decay from
+    ``ln 2`` has a short wait and a long fall. Returns ``(wait, fall)``, NaN where the loss
+    never escapes or never sits at the level after ``after``.
+    """
+    steps = np.asarray(steps, dtype=float)
+    v = np.asarray(bit_loss, dtype=float)
+    esc = escape_steps(steps, v, frac)
+    after = np.asarray(after, dtype=float)
+    wait, fall = np.full(v.shape[1], np.nan), np.full(v.shape[1], np.nan)
+    for k in range(v.shape[1]):
+        on = (steps >= after[k]) & (steps < esc[k]) & (v[:, k] >= level * np.log(2))
+        if np.isfinite(esc[k]) and on.any():
+            t_exit = steps[on].max()
+            wait[k], fall[k] = t_exit - after[k], esc[k] - t_exit
+    return wait, fall
 
 
 @dataclass(frozen=True)

@@ -194,3 +194,16 @@ def test_stairs_climb_check_per_seed():
         plateau_R={},
     )
     assert s.climbs_per_seed() == [True, False] and not s.climbs()
+
+
+def test_plateau_and_fall_tells_a_plateau_from_a_smooth_decay():
+    steps = np.unique(np.round(np.geomspace(1, 600, 40)))
+    ln2 = np.log(2)
+    plateau = np.where(steps < 150, ln2, ln2 * np.exp(-(steps - 150) / 15))  # sits, then falls
+    smooth = ln2 * np.exp(-steps / 200)  # a decay from ln 2 with no plateau, same escape
+    wait, fall = st.plateau_and_fall(steps, np.stack([plateau, smooth], 1), after=[1, 1])
+    assert wait[0] >= fall[0]  # the plateau passes
+    assert wait[1] < fall[1]  # the control fails
+    never = np.full((len(steps), 1), ln2)
+    w, f = st.plateau_and_fall(steps, never, after=[1])
+    assert np.isnan(w[0]) and np.isnan(f[0])  # no escape: no plateau to measure

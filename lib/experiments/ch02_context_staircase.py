@@ -64,6 +64,15 @@ class Config(ChapterConfig):
         control), of the attention model and of the three-stair Emb-MLP.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
         1 - lead_tol on every anchor.
+    min_wait_over_fall: a plateau of bit j is a stretch on which its sign-bit loss sits at
+        >= 0.9 ln 2 (after the previous stair's onset) at least this many times as long, in
+        linear time, as the loss then takes to fall below 0.5 ln 2
+        (:func:`lib.staircase.plateau_and_fall`); a smooth decay from ln 2 fails it.
+    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.adam_plateau`): the
+        smallest init the law is about, on seeds cal_seed, cal_seed + 1, ... that the sweep
+        never uses; its constants are read off quantities other than the escape step.
+    probe_steps: steps of the every-step probe of the sweep (they cover every escape).
+    law_tol: the relative agreement asked of the law's predicted median escape step.
     min_speedup: the factor by which large init must shorten the bit-1 plateau (median
         escape step), and by which the sweep's escape step must grow from the largest
         init to the smallest.
@@ -95,6 +104,11 @@ class Config(ChapterConfig):
     three_steps: int = 1200
     lead_tol: float = 1e-3
     min_speedup: float = 5.0
+    min_wait_over_fall: float = 1.0
+    gamma_cal: float = 1.25
+    cal_seed: int = 100
+    probe_steps: int = 320
+    law_tol: float = 0.25
 
 
 OVERRIDES = {

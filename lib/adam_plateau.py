@@ -1,0 +1,324 @@
+r"""The length of the bit-1 plateau under Adam: the gamma law of Chapter 2.
+
+**The hidden symmetry.** On the two-stair gated-parity-bit task
+(:func:`lib.tasks.gated_parity_bits`), the map :math:`\sigma` that swaps the two gates
+:math:`g_+\leftrightarrow g_-` *and* the two label blocks :math:`y\leftrightarrow y\pm B`
+sends the data set to itself. On the Emb-MLP's weights it swaps the two gate rows of
+:math:`E` and the two block halves of the columns of :math:`W_2` (:func:`sigma`), so the
+loss is :math:`\sigma`-invariant and a :math:`\sigma`-symmetric state, on which bit 1 is
+unknowable, stays symmetric under gradient descent and under Adam (both act coordinate by
+coordinate). Bit 1 is carried by the :math:`\sigma`-antisymmetric part (:func:`split_sigma`):
+the gate half-difference :math:`a_E=(E_{g_+}-E_{g_-})/2` and the block half-difference
+:math:`a_W=(W_2^{(0)}-W_2^{(1)})/2`.
+
+**The XOR contrast.** The mean bit-1 logit margin :math:`D=\langle l_y-l_{y'}\rangle`
+(:func:`xor_contrast`) is, to first order in :math:`u=a_EW_1`,
+
+.. math:: D = 2\sum_{h,b} u_h\,M_{hb}\,a_{W,hb},\qquad
+          M_{hb}=\langle s_a\,\sigma'(q^{\rm sym}_h)\rangle_{\,\mathrm{pos}=b}
+
+(:func:`bilinear_contrast`): bilinear in the two antisymmetric factors, with the
+anchor-parity modulation :math:`M` of the symmetric pre-activations in between.
+
+**Two phases under Adam.** (1) Sign descent: every coordinate moves about ``lr`` per step,
+the symmetric weights grow linearly and reach the order-0 scale at the knee :math:`t_p`
+(:func:`knee`); the first (sign) step leaves the antisymmetric factors at their init
+sizes, so the seed scales as :math:`(V d_h)^{-\gamma}` (fan-ins of :math:`E` and
+:math:`W_2`, :func:`seed_exponent`). (2) The plateau: :math:`D` grows exponentially at a
+rate :math:`\Lambda` (:func:`log_rate`) until the sign-bit loss falls below
+:math:`\tfrac12\ln2`, i.e. :math:`D\approx D^*` (:func:`escape_level`).
+:func:`predict_escape` puts the two together; :func:`gradient_flow_escape` is the
+gradient-flow control. :func:`run_probe` trains the probes of :func:`probe_callbacks` in one
+batched run, with every step logged. Numbers only; the argument is on the page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .engine import History, train
+from .models import build
+
+__all__ = [
+    "label_flip",
+    "gate_swap",
+    "sigma",
+    "split_sigma",
+    "xor_contrast",
+    "bilinear_contrast",
+    "probe_callbacks",
+    "Probe",
+    "run_probe",
+    "knee",
+    "linear_fit",
+    "log_rate",
+    "escape_level",
+    "seed_exponent",
+    "predict_escape",
+    "gradient_flow_escape",
+    "on_grid",
+    "rel_error",
+]
+
+
+def label_flip(layout, n_labels: int) -> torch.Tensor:
+    """The label permutation that flips bit 1: ``y -> y + B`` in even blocks, ``y - B`` in odd."""
+    c = torch.arange(n_labels)
+    B = layout.block
+    return torch.where((c // B) % 2 == 0, c + B, c - B)
+
+
+def gate_swap(layout, vocab_size: int) -> torch.Tensor:
+    """The token permutation that swaps the two bit-1 gates ``g+ <-> g-``."""
+    perm = torch.arange(vocab_size)
+    gp, gm = layout.gates
+    perm[gp], perm[gm] = gm, gp
+    return perm
+
+
+def sigma(params: dict, layout, n_labels: int) -> dict:
+    """The symmetry on Emb-MLP weights: gate rows of ``E`` and label blocks of ``W2`` swapped."""
+    E, W2 = params["E"], params["W2"]
+    out = dict(params)
+    out["E"] = E[:, gate_swap(layout, E.shape[1]).to(E.device)]
+    out["W2"] = W2[..., label_flip(layout, n_labels).to(W2.device)]
+    return out
+
+
+def split_sigma(params: dict, layout, n_labels: int) -> tuple[dict, dict]:
+    """``(symmetric, antisymmetric)`` parts ``(p + sigma p) / 2`` and ``(p - sigma p) / 2``."""
+    s = sigma(params, layout, n_labels)
+    sym = {k: (params[k] + s[k]) / 2 for k in params}
+    anti = {k: (params[k] - s[k]) / 2 for k in params}
+    return sym, anti
+
+
+def xor_contrast(logits: torch.Tensor, y: torch.Tensor, y_flip: torch.Tensor) -> torch.Tensor:
+    """Mean bit-1 margin ``D = mean_n (l_y - l_y')`` per instance; logits ``(K, N, C)``."""
+    idx = torch.arange(y.shape[-1], device=logits.device)
+    return (logits[..., idx, y] - logits[..., idx, y_flip]).double().mean(-1)
+
+
+def _dsilu(x: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+def bilinear_contrast(params: dict, data, layout) -> dict:
+    """The first-order XOR contrast of a silu Emb-MLP on ``[z, a, g]`` sequences.
+
+    Returns ``{"u": (K, H), "M": (K, H, B), "aW": (K, H, B), "D_lin": (K,)}`` with
+    ``u = a_E W1``, ``M[h, b]`` the mean over the (key, anchor) pairs of position ``b`` of
+    ``s_a silu'(q_sym)_h`` (``s_a = +1`` for odd anchors, ``q_sym`` the pre-activation with
+    both gates replaced by their mean row) and ``D_lin = 2 sum u M a_W``.
+    """
+    E, W1, W2 = params["E"], params["W1"], params["W2"]
+    dev = E.device
+    B = layout.block
+    gp, gm = layout.gates
+    X, y = data.X.to(dev), data.y.to(dev)
+    keep = X[:, 2] == gp  # one sequence per (key, anchor)
+    z, a = X[keep, 0], X[keep, 1]
+    s_a = torch.where(a % 2 == 1, 1.0, -1.0).to(E.dtype)
+    a_E = (E[:, gp] - E[:, gm]) / 2
+    h_sym = E[:, z] + E[:, a] + ((E[:, gp] + E[:, gm]) / 2)[:, None]
+    q_sym = torch.matmul(h_sym, W1)  # (K, n, H)
+    onehot = F.one_hot(y[keep] % B, B).to(E.dtype)  # (n, B)
+    M = torch.einsum("knh,nb->khb", s_a[None, :, None] * _dsilu(q_sym), onehot) / keep.sum()
+    u = torch.einsum("kd,kdh->kh", a_E, W1)
+    aW = (W2[..., :B] - W2[..., B : 2 * B]) / 2
+    D_lin = 2 * torch.einsum("kh,khb,khb->k", u, M, aW)
+    return {"u": u, "M": M, "aW": aW, "D_lin": D_lin.double()}
+
+
+def probe_callbacks(model, data, layout) -> dict:
+    """Callbacks for :func:`lib.engine.train`, per instance (K,), at every logged step.
+
+    ``D`` (:func:`xor_contrast`), ``D_lin`` (:func:`bilinear_contrast`), ``u`` (norm of
+    ``a_E W1``), ``M`` (norm of the parity modulation), ``W1`` (Frobenius norm of ``W1``)
+    and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`).
+    """
+    flip = label_flip(layout, data.n_labels)
+    state: dict = {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            dev = params["E"].device
+            X, y = data.X.to(dev), data.y.to(dev)
+            yf = flip.to(dev)[y]
+            logits = model.forward(params, X)
+            lp = torch.log_softmax(logits.double(), -1)
+            idx = torch.arange(len(y), device=dev)
+            ly, lf = lp[..., idx, y], lp[..., idx, yf]
+            bil = bilinear_contrast(params, data, layout)
+            state["v"] = {
+                "D": xor_contrast(logits, y, yf),
+                "D_lin": bil["D_lin"],
+                "u": bil["u"].norm(dim=-1),
+                "M": bil["M"].flatten(1).norm(dim=-1),
+                "W1": params["W1"].flatten(1).norm(dim=-1),
+                "bit1": -(ly - torch.logaddexp(ly, lf)).mean(-1),
+            }
+            state["step"] = step
+        return state["v"]
+
+    names = ("D", "D_lin", "u", "M", "W1", "bit1")
+    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+
+
+@dataclass
+class Probe:
+    """One batched probe run: its history (every step logged) and each instance's label.
+
+    Attributes:
+        history: the :class:`lib.engine.History` of :func:`run_probe`.
+        gamma, seed: ``(K,)`` arrays, the init rate and seed of each instance.
+    """
+
+    history: History
+    gamma: np.ndarray
+    seed: np.ndarray
+
+    def arm(self, gamma: float, name: str, seeds: Sequence[int] | None = None) -> np.ndarray:
+        """``(n_logs, n)``: the metric ``name`` of the instances at ``gamma`` (and, if given,
+        with a seed in ``seeds``), in instance order."""
+        sel = np.isclose(self.gamma, gamma)
+        if seeds is not None:
+            sel &= np.isin(self.seed, list(seeds))
+        if not sel.any():
+            raise KeyError(
+                f"no probed instance at gamma={gamma}, seeds={seeds}; "
+                f"gammas: {sorted(set(self.gamma.tolist()))}"
+            )
+        return self.history[name][:, sel]
+
+
+def run_probe(
+    model, data, layout, gammas: Sequence[float], seeds: Sequence[int], steps: int, **kw
+) -> Probe:
+    """Train one instance per ``(gammas[k], seeds[k])`` pair in one batched run, logging the
+    probes of :func:`probe_callbacks` at every step. Keyword arguments go to
+    :func:`lib.engine.train` (``device`` places the weights); the optimizer defaults to Adam.
+    """
+    if len(gammas) != len(seeds) or not len(seeds):
+        raise ValueError(f"need one gamma per seed, got {len(gammas)} and {len(seeds)}")
+    device = kw.pop("device", "cpu")
+    kw.setdefault("optimizer", "adam")
+    params = build(model, [int(s) for s in seeds], gamma=[float(x) for x in gammas], device=device)
+    cb = probe_callbacks(model, data, layout)
+    X, y = data.X.to(device), data.y.to(device)
+    hist = train(model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb, **kw)
+    return Probe(hist, np.asarray(gammas, dtype=float), np.asarray(seeds, dtype=int))
+
+
+def knee(steps, norm, frac: float = 1 / 3, after: int = 5) -> np.ndarray:
+    """Per instance, the first logged step past ``after`` at which a norm's growth per step
+    falls below ``frac`` of its largest growth per step: the end of a linear rise.
+    ``norm`` is ``(n_logs, K)``; returns ``(K,)`` floats (``nan`` if it never does)."""
+    steps = np.asarray(steps, dtype=float)
+    v = np.asarray(norm, dtype=float).reshape(len(steps), -1)
+    rate = np.diff(v, axis=0) / np.diff(steps)[:, None]
+    late = (steps[1:] > after)[:, None] & (rate < frac * rate.max(0))
+    return np.where(late.any(0), steps[1:][late.argmax(0)], np.nan)
+
+
+def linear_fit(steps, values, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance, slope and R^2 of a straight line through ``values`` over ``lo <= step <= hi``
+    (``lo``, ``hi`` scalars or per instance); ``nan`` where fewer than 3 points."""
+    steps = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float).reshape(len(steps), -1)
+    lo, hi = np.broadcast_to(lo, v.shape[1]), np.broadcast_to(hi, v.shape[1])
+    slope, r2 = np.full(v.shape[1], np.nan), np.full(v.shape[1], np.nan)
+    for k in range(v.shape[1]):
+        sel = (steps >= lo[k]) & (steps <= hi[k]) & np.isfinite(v[:, k])
+        if sel.sum() >= 3:
+            c = np.polyfit(steps[sel], v[sel, k], 1)
+            res = v[sel, k] - np.polyval(c, steps[sel])
+            tot = v[sel, k] - v[sel, k].mean()
+            slope[k], r2[k] = c[0], 1 - (res @ res) / max(tot @ tot, 1e-300)
+    return slope, r2
+
+
+def log_rate(steps, D, start, hi: float = 0.1, stop=None) -> np.ndarray:
+    """Per instance, the slope of ``ln D`` over the logged steps ``>= start`` (and ``< stop``)
+    at which ``0 < D < hi``: the exponential growth rate of ``D`` below ``hi``.
+    ``D`` is ``(n_logs, K)``; ``start``/``stop`` scalars or ``(K,)``; ``nan`` if < 3 points."""
+    steps = np.asarray(steps, dtype=float)
+    v = np.asarray(D, dtype=float).reshape(len(steps), -1)
+    K = v.shape[1]
+    start = np.broadcast_to(np.asarray(start, dtype=float), K)
+    stop = np.broadcast_to(np.asarray(np.inf if stop is None else stop, dtype=float), K)
+    out = np.full(K, np.nan)
+    for k in range(K):
+        sel = (steps >= start[k]) & (steps < stop[k]) & (v[:, k] > 0) & (v[:, k] < hi)
+        if sel.sum() >= 3:
+            out[k] = np.polyfit(steps[sel], np.log(v[sel, k]), 1)[0]
+    return out
+
+
+def escape_level(frac: float = 0.5) -> float:
+    """The margin ``D*`` at which a sign-bit loss ``softplus(-D)`` equals ``frac * ln 2``."""
+    if not 0 < frac < 1:
+        raise ValueError(f"frac must be in (0, 1), got {frac}")
+    return -math.log(2.0**frac - 1.0)
+
+
+def seed_exponent(model) -> float:
+    """``ln(fan_in(E) * fan_in(W2))``: the seed of the XOR contrast scales as ``exp(-this * gamma)``."""
+    specs = model.specs()
+    return math.log(specs["E"].fan_in * specs["W2"].fan_in)
+
+
+def predict_escape(
+    gammas,
+    gamma_cal: float,
+    D_entry: float,
+    t_entry: float,
+    rate: float,
+    exponent: float,
+    d_star: float,
+) -> np.ndarray:
+    r"""The two-phase law: escape step of bit 1 at each ``gamma``.
+
+    The XOR contrast at the end of the sign phase (step ``t_entry``) measured at
+    ``gamma_cal``, ``D_entry``, is carried to ``gamma`` by the seed law
+    :math:`D_p(\gamma)=D_{\rm entry}\,e^{-x(\gamma-\gamma_{\rm cal})}` (``x = exponent``);
+    then :math:`D` grows as :math:`e^{\Lambda t}` (``rate``) to ``d_star``:
+    :math:`T=t_p+\ln(D^*/D_p)/\Lambda`. Where :math:`D_p\ge D^*` the bit is learned in the
+    sign phase, in which :math:`D` grows linearly: :math:`T=t_p D^*/D_p`.
+    """
+    if not (D_entry > 0 and rate > 0 and t_entry > 0 and d_star > 0):
+        raise ValueError(
+            f"need D_entry, rate, t_entry, d_star > 0; got {D_entry}, {rate}, {t_entry}, {d_star}"
+        )
+    gam = np.asarray(gammas, dtype=float)
+    Dp = D_entry * np.exp(-exponent * (gam - gamma_cal))
+    plateau = t_entry + np.log(d_star / Dp) / rate
+    return np.where(Dp < d_star, plateau, t_entry * d_star / Dp)
+
+
+def gradient_flow_escape(D0, rate: float, d_star: float) -> np.ndarray:
+    """Exponential escape from the init, one rate: ``T = ln(D*/|D0|) / rate``."""
+    if not rate > 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    return np.log(d_star / np.abs(np.asarray(D0, dtype=float))) / rate
+
+
+def on_grid(T, steps) -> np.ndarray:
+    """The first logged step at or after each ``T`` (``inf`` past the last): a predicted step
+    read as :func:`lib.staircase.escape_steps` reads a measured one."""
+    steps = np.asarray(steps, dtype=float)
+    T = np.asarray(T, dtype=float)
+    i = np.searchsorted(steps, np.where(np.isfinite(T), T, np.inf) - 1e-9)
+    return np.where(i < len(steps), steps[np.minimum(i, len(steps) - 1)], np.inf)
+
+
+def rel_error(pred, meas) -> np.ndarray:
+    """``pred / meas - 1``."""
+    return np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1

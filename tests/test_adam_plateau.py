@@ -1,0 +1,142 @@
+"""The gamma law of Chapter 2 (lib/adam_plateau.py): the symmetry, the bilinear contrast,
+the readings of a run and the two-phase law, each against a direct computation."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lib import adam_plateau as ap
+from lib import engine, models, tasks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _tiny(seed=0, gamma=0.5):
+    data, layout = tasks.gated_parity_bits(n_keys=2, n_anchors=4)
+    model = models.EmbMLP(data.vocab_size, 8, 8, data.n_labels, "silu")
+    params = models.build(model, [seed, seed + 1], gamma=gamma)
+    return data, layout, model, {k: v.detach().double() for k, v in params.items()}
+
+
+def test_sigma_maps_the_data_set_to_itself_and_is_an_involution():
+    data, layout, _, params = _tiny()
+    swap, flip = ap.gate_swap(layout, data.vocab_size), ap.label_flip(layout, data.n_labels)
+    rows = {tuple(r) for r in torch.cat([data.X, data.y[:, None]], 1).tolist()}
+    mapped = {tuple(r) for r in torch.cat([swap[data.X], flip[data.y][:, None]], 1).tolist()}
+    assert rows == mapped
+    # flipping only the labels (or only the gates) does not map the data set to itself
+    assert rows != {tuple(r) for r in torch.cat([data.X, flip[data.y][:, None]], 1).tolist()}
+    twice = ap.sigma(ap.sigma(params, layout, data.n_labels), layout, data.n_labels)
+    for k in params:
+        torch.testing.assert_close(twice[k], params[k])
+    sym, anti = ap.split_sigma(params, layout, data.n_labels)
+    s_sym = ap.sigma(sym, layout, data.n_labels)
+    s_anti = ap.sigma(anti, layout, data.n_labels)
+    for k in params:
+        torch.testing.assert_close(sym[k] + anti[k], params[k])
+        torch.testing.assert_close(s_sym[k], sym[k])
+        torch.testing.assert_close(s_anti[k], -anti[k])
+    assert anti["E"].abs().max() > 0 and anti["W1"].abs().max() == 0
+
+
+def test_the_loss_is_sigma_invariant_and_a_symmetric_point_has_a_symmetric_gradient():
+    data, layout, model, params = _tiny(gamma=0.3)
+    n = data.n_labels
+
+    def loss_grad(p):
+        p = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        loss = engine.cross_entropy(model.forward(p, data.X), data.y)
+        return loss, dict(zip(p, torch.autograd.grad(loss.sum(), list(p.values())), strict=True))
+
+    loss, _ = loss_grad(params)
+    loss_s, _ = loss_grad(ap.sigma(params, layout, n))
+    torch.testing.assert_close(loss, loss_s)
+    sym, _ = ap.split_sigma(params, layout, n)
+    _, grad_at_sym = loss_grad(sym)
+    _, grad_anti = ap.split_sigma(grad_at_sym, layout, n)
+    assert max(float(v.abs().max()) for v in grad_anti.values()) < 1e-12
+    _, grad_at_p = loss_grad(params)  # off the symmetric point the antisymmetric part is there
+    assert float(ap.split_sigma(grad_at_p, layout, n)[1]["E"].abs().max()) > 1e-6
+    flip = ap.label_flip(layout, n)[data.y]
+    assert float(ap.xor_contrast(model.forward(sym, data.X), data.y, flip).abs().max()) < 1e-12
+
+
+def test_the_bilinear_contrast_is_the_first_order_term():
+    data, layout, model, params = _tiny(gamma=0.5)
+    sym, anti = ap.split_sigma(params, layout, data.n_labels)
+    flip = ap.label_flip(layout, data.n_labels)[data.y]
+    errors = []
+    for eps in (1e-2, 1e-3):
+        p = {k: sym[k] + eps * anti[k] for k in sym}
+        D = ap.xor_contrast(model.forward(p, data.X), data.y, flip)
+        D_lin = ap.bilinear_contrast(p, data, layout)["D_lin"]
+        assert D.abs().min() > 0
+        errors.append(float((D_lin / D - 1).abs().max()))
+    assert errors[1] < 0.2 * errors[0] and errors[1] < 1e-2  # the error is O(eps)
+    assert float(ap.bilinear_contrast(sym, data, layout)["D_lin"].abs().max()) == 0
+
+
+def test_the_readings_of_a_curve():
+    steps = np.arange(101)
+    norm = np.where(steps <= 40, 2.0 * steps, 80 + 0.1 * (steps - 40))
+    assert ap.knee(steps, norm[:, None])[0] == 41
+    assert np.isnan(ap.knee(steps, (2.0 * steps)[:, None])[0])  # a line has no knee
+    halved = np.where(steps <= 40, 2.0 * steps, 80 + 1.0 * (steps - 40))
+    assert np.isnan(ap.knee(steps, halved[:, None])[0])  # nor a rise that only halves
+    slope, r2 = ap.linear_fit(steps, norm[:, None], 5, 30)
+    assert slope[0] == pytest.approx(2.0) and r2[0] == pytest.approx(1.0)
+    assert np.isnan(ap.linear_fit(steps, norm[:, None], 5, 6)[0][0])  # two points: no fit
+    D = 1e-4 * np.exp(0.05 * steps)
+    D[:3] = -1.0  # a negative D carries no rate: skipped
+    assert ap.log_rate(steps, D[:, None], 0, hi=0.1)[0] == pytest.approx(0.05)
+    bent = np.where(D < 1e-3, D, 1e-3 * np.exp(0.2 * (steps - np.argmax(D >= 1e-3))))
+    assert ap.log_rate(steps, bent[:, None], 0, hi=1e-3)[0] == pytest.approx(0.05)
+    assert ap.log_rate(steps, bent[:, None], 0, hi=1.0)[0] > 0.06  # the fast stretch counts
+
+
+def test_the_escape_level_and_the_seed_exponent():
+    for frac in (0.5, 0.25):
+        d_star = ap.escape_level(frac)
+        assert math.log1p(math.exp(-d_star)) == pytest.approx(frac * math.log(2))
+    assert ap.escape_level(0.5) == pytest.approx(-math.log(math.sqrt(2) - 1))
+    with pytest.raises(ValueError):
+        ap.escape_level(1.0)
+    model = models.EmbMLP(27, 16, 128, 50)
+    assert ap.seed_exponent(model) == pytest.approx(math.log(27 * 128))
+
+
+def test_the_two_phase_law_and_the_controls():
+    kw = dict(gamma_cal=1.0, D_entry=1e-3, t_entry=40.0, rate=0.05, exponent=8.0, d_star=1.0)
+    T = ap.predict_escape([1.0, 1.25, 0.5, 0.0], **kw)
+    assert T[0] == pytest.approx(40 + math.log(1e3) / 0.05)
+    assert T[1] - T[0] == pytest.approx(0.25 * 8.0 / 0.05)  # linear in gamma on the plateau
+    D_p = 1e-3 * math.exp(8.0 * 0.5)  # below D*: still the plateau branch
+    assert T[2] == pytest.approx(40 + math.log(1 / D_p) / 0.05)
+    assert T[3] == pytest.approx(40 / (1e-3 * math.exp(8.0)))  # above D*: learned in phase 1
+    with pytest.raises(ValueError):
+        ap.predict_escape([1.0], **(kw | {"rate": 0.0}))
+    flow = ap.gradient_flow_escape([-1e-4, 1e-2], 0.05, 1.0)
+    np.testing.assert_allclose(flow, [math.log(1e4) / 0.05, math.log(1e2) / 0.05])
+    grid = [0, 1, 2, 4, 8]
+    np.testing.assert_array_equal(
+        ap.on_grid([0.5, 3, 4, 8, 9, np.inf], grid), [1, 4, 4, 8, np.inf, np.inf]
+    )
+    np.testing.assert_allclose(ap.rel_error([12, 8], [10, 10]), [0.2, -0.2])
+
+
+def test_run_probe_logs_every_step_and_selects_arms():
+    data, layout, model, _ = _tiny()
+    probe = ap.run_probe(model, data, layout, [0.5, 0.5, 1.0], [0, 1, 0], 4, lr=1e-2)
+    h = probe.history
+    np.testing.assert_array_equal(h.steps, np.arange(5))
+    for name in ("D", "D_lin", "u", "M", "W1", "bit1"):
+        assert h[name].shape == (5, 3)
+    assert probe.arm(0.5, "D").shape == (5, 2) and probe.arm(0.5, "D", seeds=[1]).shape == (5, 1)
+    assert h["bit1"][0, 2] == pytest.approx(math.log(2), abs=1e-3)  # small init: bit 1 unknown
+    assert np.all(np.diff(h["W1"][:, 2]) > 0)  # Adam's sign steps grow W1 from a small init
+    with pytest.raises(KeyError, match="gamma=0.7"):
+        probe.arm(0.7, "D")
+    with pytest.raises(ValueError, match="one gamma per seed"):
+        ap.run_probe(model, data, layout, [0.5], [0, 1], 2)
