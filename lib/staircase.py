@@ -42,6 +42,8 @@ __all__ = [
     "order_partials",
     "order_noise_floor",
     "bit_callbacks",
+    "raw_alignment_callbacks",
+    "leading_term_callback",
     "escape_steps",
     "stair_onsets",
     "staircase_climbs",
@@ -233,6 +235,55 @@ def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E"
     names = [f"R{o}" for o in targets.orders] + ["loss_all", "acc"]
     names += [f"bit{j}" for j in flips]
     return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+
+
+def raw_alignment_callbacks(targets: OrderTargets, emb: str = "E") -> dict:
+    """Callbacks ``rawR{o}``: each order's partial R on the tracked rows of E itself.
+
+    The increment (:func:`increment`) moves along the order-0 signature from the first
+    step, so its ``R0`` is high at once; the rows themselves, ``E(t)`` with the mean row
+    removed, align only as the increment outgrows the random init. Both sides centred the
+    same way. Per instance ``(K,)``.
+    """
+    tok = list(targets.tokens)
+    state: dict = {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            rows = params[emb][:, tok].double()
+            state["step"] = step
+            state["v"] = order_partials(rows - rows.mean(-2, keepdim=True), targets)
+        return state["v"]
+
+    return {f"rawR{o}": (lambda step, p, o=o: measure(step, p)[o]) for o in targets.orders}
+
+
+def leading_term_callback(model, data, tokens, c1: float):
+    r"""A callback: per instance, the smallest cosine over ``tokens`` between the embedding's
+    negative gradient and the Emb-MLP's leading-order term
+    :math:`c_1 r_s(\phi^y_s-u)W_2^\top W_1^\top` at the *current* weights (Chapter 2).
+    """
+    from .engine import cross_entropy
+    from .signatures import label_signature, token_rate
+
+    tok = list(tokens)
+    V, n = data.vocab_size, data.n_labels
+    r_s = token_rate(data.X, V)[tok]
+    phi_u = label_signature(data.X, data.y, V, n)[tok] - 1.0 / n
+
+    def lead(step, params):
+        X, y = data.X.to(params["E"].device), data.y.to(params["E"].device)
+        with torch.enable_grad():
+            q = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+            (gE,) = torch.autograd.grad(cross_entropy(model.forward(q, X), y).sum(), [q["E"]])
+        W1, W2 = params["W1"].double(), params["W2"].double()
+        phi = phi_u.to(W1.device, torch.float64)
+        pred = c1 * r_s.to(W1.device)[None, :, None] * torch.einsum("tn,khn,kdh->ktd", phi, W2, W1)
+        return (
+            torch.nn.functional.cosine_similarity(-gE[:, tok].double(), pred, dim=-1).min(1).values
+        )
+
+    return lead
 
 
 def escape_steps(steps, bit_loss, frac: float = 0.5):

@@ -207,3 +207,32 @@ def test_plateau_and_fall_tells_a_plateau_from_a_smooth_decay():
     never = np.full((len(steps), 1), ln2)
     w, f = st.plateau_and_fall(steps, never, after=[1])
     assert np.isnan(w[0]) and np.isnan(f[0])  # no escape: no plateau to measure
+
+
+def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
+    from lib import models, tasks
+
+    data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
+    mlp = models.EmbMLP(data.vocab_size, 32, 32, data.n_labels, "silu")
+    c1 = models.ACTIVATION_TAYLOR["silu"][0]
+    lead = st.leading_term_callback(mlp, data, lay.anchors, c1)
+    small = lead(0, models.build(mlp, [0, 1], gamma=1.5))
+    large = lead(0, models.build(mlp, [0, 1], gamma=0.2))
+    assert small.shape == (2,) and small.min() > 0.999
+    assert large.max() < 0.99  # the control: at large init the expansion fails
+
+
+def test_raw_alignment_reads_the_rows_not_the_increment():
+    from lib import tasks
+
+    data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
+    tg = st.parity_targets(data, lay)
+    cb = st.raw_alignment_callbacks(tg)
+    gen = torch.Generator().manual_seed(0)
+    d = tg.phis[0].shape[1]
+    E = torch.randn(2, data.vocab_size, d, generator=gen, dtype=torch.float64)
+    noise = cb["rawR0"](0, {"E": E})
+    E2 = E.clone()
+    E2[:, list(lay.anchors)] = 1e3 * tg.phis[0]  # the order-0 geometry planted
+    planted = cb["rawR0"](1, {"E": E2})
+    assert planted.min() > 0.99 and noise.abs().max() < 0.9
