@@ -127,7 +127,11 @@ def competing_runs(model, tasks: dict, cfg: Config, optimizer: str, device) -> t
     weights = order.strength_weights(family, sw["ratio"]).to(device)
     params = build(model, sw["seed"], gamma=sw["gamma"], device=device)
     lr = [
-        cfg.adam_lr if optimizer != "gd" else cfg.gd_lr_large if rate < cfg.large_below else cfg.gd_lr
+        cfg.adam_lr
+        if optimizer != "gd"
+        else cfg.gd_lr_large
+        if rate < cfg.large_below
+        else cfg.gd_lr
         for rate in sw["gamma"]
     ]
     steps = cfg.gd_steps if optimizer == "gd" else cfg.adam_steps
