@@ -299,3 +299,37 @@ def test_group_by_stacks_instances_by_label():
     np.testing.assert_array_equal(
         readings.group_by([1, 2, 3, 4], [0.5, 0.5, 2, 2], [2, 0.5]), [[3, 4], [1, 2]]
     )
+
+
+def test_fig2_rows_read_each_panel_twice_and_name_the_panels_that_never_stopped():
+    h = _tiny_history()
+    m = qkov.SingleQueryAttention.named("CACO")
+    st = {"CACO": readings.stats_over_training(h, m, _batch(n=8, seq_len=12))}
+    panels = {"FAFO": ("CACO", slice(None)), "CAFO": ("CACO", slice(None))}
+    loss_star = float(st["CACO"]["loss"].min(0).max())
+    rows, not_reached = readings.fig2_rows(st, {"CACO": (m, h)}, panels, loss_star, lr=0.5)
+    assert [(r["panel"], r["reading"]) for r in rows] == [
+        ("FAFO", "matched loss"),
+        ("FAFO", "code: lowest train loss"),  # a 6-step run never reaches a loss of 1e-3
+        ("CAFO", "matched loss"),
+        ("CAFO", "code: lowest train loss"),
+    ]
+    assert not_reached == ["FAFO", "CAFO"]
+    for r in rows:
+        pct = [r[b] for b in official.BIN_NAMES]
+        assert sum(pct) == pytest.approx(100.0, abs=0.3)
+        assert r["our mode"] == official.BIN_NAMES[int(np.argmax(pct))]
+    assert rows[0]["status"] in ("reproduced", "not reproduced")
+    assert rows[2]["status"] == "not comparable" and rows[2]["official mode"] == "no output"
+
+
+def test_shk_table_rows_give_the_mean_and_range_per_multiplier():
+    at = {k: np.array([1.0, 3.0, 10.0, 20.0]) for k in ("H", "Hn", "prev", "final loss")}
+    at["step"] = np.array([100.0, 300.0, 50.0, 70.0])
+    rows = readings.shk_table_rows(at, [1, 1, 10, 10], (1.0, 10.0))
+    assert len(rows) == 4 and rows[1].startswith("|---")
+    assert rows[2] == (
+        "| 1 | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] "
+        "| 200 [100, 300] | 2.000 [1.000, 3.000] |"
+    )
+    assert rows[3].startswith("| 10 | 15.000 [10.000, 20.000] |")

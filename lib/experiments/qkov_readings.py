@@ -309,11 +309,9 @@ def shk_table_rows(at: dict[str, np.ndarray], r_inst, r_grid) -> list[str]:
     def fmt(v, f):
         return f"{v.mean():{f}} [{v.min():{f}}, {v.max():{f}}]"
 
+    columns = (("H", ".3f"), ("Hn", ".3f"), ("prev", ".3f"), ("step", ".0f"), ("final loss", ".3f"))
     for r in r_grid:
         sel = np.asarray(r_inst) == r
-        rows.append(
-            f"| {r:g} | {fmt(at['H'][sel], '.3f')} | {fmt(at['Hn'][sel], '.3f')} | "
-            f"{fmt(at['prev'][sel], '.3f')} | {fmt(at['step'][sel], '.0f')} | "
-            f"{fmt(at['final loss'][sel], '.3f')} |"
-        )
+        cells = [f"{r:g}"] + [fmt(at[key][sel], f) for key, f in columns]
+        rows.append("| " + " | ".join(cells) + " |")
     return rows
