@@ -22,6 +22,16 @@ With ``--build`` it times the book's build instead (``python -m lib.bench --buil
 * busy against quiet: the parallel run again while another process keeps one core
   busy, chapter by chapter.
 
+With ``--paper-smoke OUT`` (``make paper-smoke``) it runs every chapter at
+``BOOK_SCALE=paper`` in the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`: every training
+run makes 2 optimizer steps and is logged at all its logging steps; claims are recorded,
+not asserted), one chapter at a time under nbmake on one thread, and prints for each: the
+peak memory (the largest resident set of the chapter's processes, from ``wait4``), the
+smoke run's seconds, the paper step count of its training runs, the time per step, and the
+estimated full ``paper`` time on this CPU: the smoke run's seconds, less the seconds its
+training runs took, plus, for each run, its paper steps times its measured seconds per
+step (the faster of the two) plus the seconds of all its logs (which the smoke run made in full).
+
 Speed is measured here, as ratios, and never in a timed test.
 """
 
@@ -222,15 +232,136 @@ def main_build(scale: str) -> None:
     )
 
 
+def smoke_estimate(wall: float, runs: list[dict]) -> dict:
+    """A chapter's full-run estimate from its smoke run (see the module docstring).
+
+    ``wall``: the chapter's seconds in the smoke mode; ``runs``: its training runs' records
+    (:func:`lib.env.smoke_record`). Returns the paper steps (summed over runs), the seconds
+    per step (weighted by steps), the seconds the runs took in the smoke mode, and the
+    estimated seconds of the whole chapter at full length."""
+    smoke_s = sum(r["wall_s"] for r in runs)
+    full = [
+        r["steps"] * min(r["step_s"]) + r["log_s"] if r["step_s"] else r["wall_s"] for r in runs
+    ]
+    steps = sum(r["steps"] for r in runs)
+    train_s = sum(r["steps"] * min(r["step_s"]) for r in runs if r["step_s"])
+    return dict(
+        runs=len(runs),
+        paper_steps=steps,
+        s_per_step=train_s / steps if steps else float("nan"),
+        runs_smoke_s=smoke_s,
+        estimate_s=wall - smoke_s + sum(full),
+    )
+
+
+def _run_measured(cmd, env, log_path):
+    """Run ``cmd``; return (exit code, seconds, peak resident set in bytes). The peak is
+    wait4's: the largest of the process and of every descendant it waited for (a kernel)."""
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        except KeyboardInterrupt:
+            p.terminate()
+            p.wait()
+            raise
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, time.perf_counter() - t0, usage.ru_maxrss * 1024
+
+
+def paper_smoke(out, only=None, timeout=7200, log=print):
+    """Every chapter (or those whose stem starts with one of ``only``) at paper scale in
+    the smoke mode, one at a time; returns one row per chapter and writes them to
+    ``out/summary.json``. The report page runs last, on the claims the chapters recorded."""
+    from pathlib import Path
+
+    from . import booktools
+
+    out = Path(out).resolve()
+    nbs = out / "notebooks"
+    if nbs.exists():
+        for f in nbs.glob("*.ipynb"):
+            f.unlink()
+    booktools.convert(nbs)
+    notebooks = sorted(nbs.glob("*.ipynb"))
+    if only:
+        notebooks = [n for n in notebooks if any(n.stem.startswith(o) for o in only)]
+    env = {
+        **os.environ,
+        "BOOK_SCALE": "paper",
+        "BOOK_SMOKE": "1",
+        "BOOK_DEVICE": os.environ.get("BOOK_DEVICE", "cpu"),
+        "BOOK_QUIET": "1",
+        "BOOK_CLAIMS_DIR": str(out / "claims"),
+        **{v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    }
+    rows = []
+    for nb in notebooks:
+        record = out / f"{nb.stem}.runs.jsonl"
+        record.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbmake",
+               f"--nbmake-timeout={timeout}", "--overwrite", str(nb)]  # fmt: skip
+        log(f"{nb.stem}: running at BOOK_SCALE=paper, BOOK_SMOKE=1 ...")
+        code, wall, peak = _run_measured(
+            cmd, {**env, "BOOK_SMOKE_LOG": str(record)}, out / f"{nb.stem}.log"
+        )
+        runs = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+        row = dict(chapter=nb.stem, passed=code == 0, wall_s=wall, peak_bytes=peak)
+        row.update(smoke_estimate(wall, runs))
+        rows.append(row)
+        log(f"  {'passed' if code == 0 else 'FAILED'} in {wall:.0f} s, peak {peak / 2**30:.2f} GiB"
+            + ("" if code == 0 else f" (see {out / (nb.stem + '.log')})"))  # fmt: skip
+    (out / "summary.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def smoke_table(rows) -> str:
+    """The table of :func:`paper_smoke` (Markdown, for the terminal and the README)."""
+
+    def hours(s):
+        return f"{s / 3600:.1f} h" if s >= 360 else f"{s / 60:.1f} min"
+
+    lines = [
+        "| chapter | outcome | peak memory | smoke run | training runs | paper steps "
+        "| s per step | estimated paper time, this CPU, 1 thread |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per = r["s_per_step"]
+        lines.append(
+            f"| {r['chapter']} | {'passed' if r['passed'] else 'FAILED'} "
+            f"| {r['peak_bytes'] / 2**30:.2f} GiB | {r['wall_s']:.0f} s | {r['runs']} "
+            f"| {r['paper_steps']:,} | {per:.3g} | {hours(r['estimate_s'])} |"
+            if per == per
+            else f"| {r['chapter']} | {'passed' if r['passed'] else 'FAILED'} "
+            f"| {r['peak_bytes'] / 2**30:.2f} GiB | {r['wall_s']:.0f} s | 0 | 0 | - "
+            f"| {hours(r['estimate_s'])} |"
+        )
+    total = sum(r["estimate_s"] for r in rows)
+    lines.append(f"| all | {sum(r['passed'] for r in rows)}/{len(rows)} passed | "
+                 f"{max(r['peak_bytes'] for r in rows) / 2**30:.2f} GiB (max) | "
+                 f"{sum(r['wall_s'] for r in rows):.0f} s | | | | {hours(total)} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="store_true", help="time the book's build instead")
+    ap.add_argument("--paper-smoke", metavar="OUT", default=None,
+                    help="run every chapter at paper scale in the smoke mode, into OUT")  # fmt: skip
+    ap.add_argument("--only", nargs="*", default=None, help="chapter numbers (paper smoke)")
     ap.add_argument("--scale", default="ci", help="scale of the build benchmark")
     ap.add_argument("--K", type=int, default=16)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--d", type=int, default=32)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args(argv)
+    if args.paper_smoke:
+        rows = paper_smoke(args.paper_smoke, args.only)
+        print(f"\nBOOK_SCALE=paper BOOK_SMOKE=1 on {os.cpu_count()} cores, one chapter at a time:")
+        print(smoke_table(rows))
+        return 0 if all(r["passed"] for r in rows) else 1
     if args.build:
         return main_build(args.scale)
     rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch)
@@ -251,4 +382,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
