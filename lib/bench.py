@@ -273,7 +273,7 @@ def _run_measured(cmd, env, log_path):
 def paper_smoke(out, only=None, timeout=7200, log=print):
     """Every chapter (or those whose stem starts with one of ``only``) at paper scale in
     the smoke mode, one at a time; returns one row per chapter and writes them to
-    ``out/summary.json``. The report page runs last, on the claims the chapters recorded."""
+    ``out/summary.json``."""
     from pathlib import Path
 
     from . import booktools
@@ -284,7 +284,9 @@ def paper_smoke(out, only=None, timeout=7200, log=print):
         for f in nbs.glob("*.ipynb"):
             f.unlink()
     booktools.convert(nbs)
-    notebooks = sorted(nbs.glob("*.ipynb"))
+    # The report page trains nothing; it asserts that every status equals its verdict,
+    # which is what a smoke run does not assert.
+    notebooks = [n for n in sorted(nbs.glob("*.ipynb")) if not n.stem.startswith("99_")]
     if only:
         notebooks = [n for n in notebooks if any(n.stem.startswith(o) for o in only)]
     env = {
