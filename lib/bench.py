@@ -30,7 +30,9 @@ peak memory (the largest resident set of the chapter's processes, from ``wait4``
 smoke run's seconds, the paper step count of its training runs, the time per step, and the
 estimated full ``paper`` time on this CPU: the smoke run's seconds, less the seconds its
 training runs took, plus, for each run, its paper steps times its measured seconds per
-step (the faster of the two) plus the seconds of all its logs (which the smoke run made in full).
+step (the faster of the two), plus its logs: their measured seconds, scaled from the logs
+the smoke run made (the first three and the last; all of them with ``BOOK_SMOKE_LOGS=all``)
+to the run's number of logs.
 
 Speed is measured here, as ratios, and never in a timed test.
 """
@@ -242,7 +244,10 @@ def smoke_estimate(wall: float, runs: list[dict]) -> dict:
     estimated seconds of the whole chapter at full length."""
     smoke_s = sum(r["wall_s"] for r in runs)
     full = [
-        r["steps"] * min(r["step_s"]) + r["log_s"] if r["step_s"] else r["wall_s"] for r in runs
+        r["steps"] * min(r["step_s"]) + r["log_s"] * r["n_logs"] / r.get("n_logs_run", r["n_logs"])
+        if r["step_s"]
+        else r["wall_s"]
+        for r in runs
     ]
     steps = sum(r["steps"] for r in runs)
     train_s = sum(r["steps"] * min(r["step_s"]) for r in runs if r["step_s"])
@@ -350,7 +355,12 @@ def paper_smoke(out, only=None, log=print):
         rows.append(row)
         outcome = "passed" if not errs else f"{len(errs)} cell error(s), in {nb}"
         log(f"  {outcome}; {wall:.0f} s, peak {peak / 2**30:.2f} GiB")
-    (out / "summary.json").write_text(json.dumps(rows, indent=1))
+    # A run of some chapters (--only) updates their rows of the summary and keeps the others.
+    summary = out / "summary.json"
+    kept = json.loads(summary.read_text()) if summary.exists() else []
+    done = {r["chapter"] for r in rows}
+    rows = sorted([r for r in kept if r["chapter"] not in done] + rows, key=lambda r: r["chapter"])
+    summary.write_text(json.dumps(rows, indent=1))
     return rows
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .env import SMOKE_STEPS, ConfigError, quiet, smoke, smoke_record
+from .env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
 from .init import per_instance
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
@@ -275,9 +275,10 @@ def train(
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
 
     In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`) only the first
-    :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is still logged at
-    every one of its logging steps (so the history has its full shape), and the seconds
-    per step and per log are recorded (:func:`lib.env.smoke_record`).
+    :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is then logged at its
+    first :data:`~lib.env.SMOKE_LOGS` logging steps and its last one (at every one with
+    ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape), and the seconds per
+    step and per log are recorded (:func:`lib.env.smoke_record`).
     """
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
@@ -318,6 +319,10 @@ def train(
     log = _Log(steps, log_at, callbacks)
     timed = smoke()
     cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
+    n_logs = len(log.at)
+    if timed and not smoke_all_logs():  # the first logs and the last, the rest estimated
+        at = sorted(log.at)
+        log.at = set(at[:SMOKE_LOGS] + at[-1:])
     step_s, log_s, t_run = [], 0.0, time.perf_counter()
 
     bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
@@ -367,7 +372,8 @@ def train(
                 steps=steps,
                 run_steps=cut,
                 step_s=step_s,
-                n_logs=len(log.at),
+                n_logs=n_logs,
+                n_logs_run=len(log.at),
                 log_s=log_s,
                 wall_s=time.perf_counter() - t_run,
             )
