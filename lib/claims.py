@@ -15,11 +15,12 @@ a *new result*); one that held in some seeds but not all, or only on the seed me
 *partly* reproduced; one that held in no seed is *not reproduced*.
 
 In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`), whose training runs make two steps,
-:meth:`Ledger.check` asserts no verdict: every claim is still checked for its form and
-recorded with the chapter's verdict and the status its two-step numbers give, marked
-``smoke: true``, and the tables say "smoke run: not asserted". Nothing is faked: a claim
-that did not hold is recorded as not holding. (The report page, which asserts that every
-recorded status equals its verdict, is not run on smoke claims.)
+:meth:`Ledger.check` asserts no verdict. Every claim is still checked for its form and
+recorded with the status its two-step numbers give, marked ``smoke: true``. A claim whose
+status is not the chapter's verdict is recorded ``as measured`` (reported, not asserted,
+as the chapters and the report already read that verdict), with the chapter's verdict kept
+in ``smoke_verdict``; the tables say so. Nothing is faked: a claim that did not hold is
+recorded as not holding.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Claim:
     values: list[float | None] = field(default_factory=list)
     unit: str = ""
     smoke: bool = False  # recorded by a smoke run (two training steps): not asserted
+    smoke_verdict: str = ""  # a smoke run's claim that missed its verdict: the verdict
 
     @property
     def status(self) -> str:
@@ -177,6 +179,8 @@ class Ledger:
         )
         if smoke():  # two-step runs: record what they give, assert nothing
             claim.smoke = True
+            if AS_MEASURED not in allowed and claim.status not in allowed:
+                claim.smoke_verdict, claim.verdict = claim.verdict, AS_MEASURED
         elif AS_MEASURED not in allowed and claim.status not in allowed:
             raise ClaimError(
                 f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
@@ -242,7 +246,9 @@ def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool 
     for c in rows:
         text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
         status = c.status + (
-            " (smoke run: not asserted)"
+            f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
+            if c.smoke_verdict
+            else " (smoke run)"
             if c.smoke
             else " (reported, not asserted)"
             if c.verdict == AS_MEASURED
