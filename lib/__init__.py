@@ -8,7 +8,8 @@ partial correlation, onsets, attention entropy, matched-loss reading), ``style``
 figure style and palettes) and ``interactive`` (offline slider figures). Per topic:
 ``staircase`` (the context staircase), ``probes`` (held-out linear probes: where a
 feature lives), ``adam_plateau`` (the bit-1 plateau under Adam: its symmetry, contrast and
-two-phase law), ``flow`` (the gradient-flow expansions), ``lm``
+two-phase law), ``order`` (what sets the order: context order against signal strength),
+``flow`` (the gradient-flow expansions), ``lm``
 (language-model training and alignment curves), ``pretrained`` (a pretrained model's
 embedding), ``embedstruct`` (embedding structure), ``qkov`` (the QK/OV attention models)
 and ``reduced`` (their reduced two-scalar theory). The book: ``experiments`` (one module

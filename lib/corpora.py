@@ -32,6 +32,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
@@ -44,6 +45,8 @@ __all__ = [
     "strip_wiki_markup",
     "split_by_document",
     "CharTokenizer",
+    "CharSplit",
+    "char_split",
     "BPETokenizer",
     "train_bpe",
     "bpe_settings",
@@ -417,6 +420,34 @@ class CharTokenizer:
 
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+class CharSplit(NamedTuple):
+    """A corpus split by whole documents and encoded as characters (:func:`char_split`)."""
+
+    tokenizer: CharTokenizer  # built on the training text
+    train: torch.Tensor  # int64 ids of the training text
+    val: torch.Tensor  # int64 ids of the validation text that ``val_text`` holds
+    val_text: str  # the validation text, characters absent from the training text dropped
+    val_documents: list[str]  # names of the held-out documents
+
+
+def char_split(corpus: Corpus, val_fraction: float = 0.1) -> CharSplit:
+    """The character-level data of a corpus: split by whole documents
+    (:func:`split_by_document`), a :class:`CharTokenizer` built on the training text, both
+    sides encoded. Validation characters that never occur in the training text have no id
+    and are dropped from the validation text (Shakespeare: one character)."""
+    train_text, val_text = split_by_document(corpus, val_fraction)
+    tok = CharTokenizer(train_text)
+    known = set(tok.chars)
+    val_text = "".join(c for c in val_text if c in known)
+    return CharSplit(
+        tok,
+        tok.encode(train_text),
+        tok.encode(val_text),
+        val_text,
+        validation_documents(corpus, val_fraction),
+    )
 
 
 class BPETokenizer:

@@ -198,6 +198,45 @@ def attention_entropy(a: torch.Tensor) -> torch.Tensor:
     return -(a * a.clamp_min(1e-30).log()).sum(-1)
 
 
+@torch.no_grad()
+def faithfulness(model, params, X, y, rationale_pos, pad: int) -> dict[str, np.ndarray]:
+    """How faithful a classifier's attention is to a known rationale token, per instance.
+
+    For a batched model read out at the last position (``lib.models.Transformer`` with
+    ``readout="last"``), from the first layer's attention row of that position: the
+    ``accuracy``; the ``rationale mass`` (the attention on position ``rationale_pos``);
+    the ``comprehensiveness``, how much the predicted class's probability falls when the
+    top-1 attended token is replaced by ``pad``; and the ``sufficiency``, how much it falls
+    when every other token is (lower is better). Padding positions are never the top-1
+    token, and replacing rather than dropping keeps every position where it was (the
+    ERASER scores of DeYoung et al. 2020, with the top-1 token as the rationale).
+
+    ``X`` is (B, L) tokens shared by the K instances or (K, B, L) per instance; ``y`` and
+    ``rationale_pos`` are (B,) or (K, B). Returns a (K,) array per score: means over B.
+    """
+    z, att = model.forward(params, X, return_attention=True)
+    a = att[0][:, :, -1, :].masked_fill(X == pad, -1.0)  # the readout row, (K, B, L)
+    K, B = a.shape[:2]
+    pred = torch.softmax(z, -1).argmax(-1)
+
+    def p_pred(Z):
+        return torch.gather(torch.softmax(Z, -1), -1, pred[..., None])[..., 0]
+
+    top = a.argmax(-1, keepdim=True)  # (K, B, 1)
+    Xk = X if X.dim() == 3 else X.expand(K, *X.shape)
+    X_wo = Xk.scatter(-1, top, pad)
+    X_only = torch.full_like(Xk, pad).scatter(-1, top, torch.gather(Xk, -1, top))
+    base = p_pred(z)
+    pos = torch.as_tensor(rationale_pos, device=a.device).expand(K, B)
+    out = {
+        "accuracy": (pred == y).float().mean(-1),
+        "rationale mass": torch.gather(a, -1, pos[..., None])[..., 0].mean(-1),
+        "comprehensiveness": (base - p_pred(model.forward(params, X_wo))).mean(-1),
+        "sufficiency": (base - p_pred(model.forward(params, X_only))).mean(-1),
+    }
+    return {k: v.cpu().numpy() for k, v in out.items()}
+
+
 def onset_step(steps, values, threshold: float):
     """The first logged step at which ``values >= threshold``.
 
@@ -319,6 +358,7 @@ __all__ = [
     "onset_step",
     "relative_onset",
     "attention_entropy",
+    "faithfulness",
     "partial_from_correlations",
     "field_cosine",
     "field_norm_ratio",

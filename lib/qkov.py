@@ -17,8 +17,9 @@ Here: the model, the official code's inits, its attention metrics, the conserved
 the fixed-attention OV model (the paper's Fig 3, Section 5), the init rate of PyTorch's
 default init, and the projection of collapsed weights onto the reduced theory's two
 scalars (Section 4). The reduced theory itself is :mod:`lib.reduced`; the Scan-and-Snap
-data and the agreement grammar are :mod:`lib.tasks`; the chapter's training plumbing and
-the official code's saved outputs are :mod:`lib.experiments.ch07_qk_ov_sharpening`.
+data and the agreement grammar are :mod:`lib.tasks`; the chapter's runs, what it reads
+from them and the official code's saved outputs are :mod:`lib.experiments.qkov_training`,
+:mod:`lib.experiments.qkov_readings` and :mod:`lib.experiments.qkov_official`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """lib/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
-Chapter 7's experiment module reads its runs as stated."""
+Chapter 7's runs and readings (lib.experiments.qkov_*) do what they say."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from lib import engine, metrics, qkov, reduced, tasks
-from lib.experiments import ch07_qk_ov_sharpening as ex
+from lib.experiments import qkov_official as official
+from lib.experiments import qkov_readings as readings
+from lib.experiments import qkov_training as training
 from lib.init import init_params
 
 
@@ -200,18 +202,18 @@ def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
 
 
 def test_distinct_mass_bins_and_modal_status():
-    pct = ex.distinct_mass_percent([0.05, 0.3, 0.35, 0.39, 1.0])
+    pct = readings.distinct_mass_percent([0.05, 0.3, 0.35, 0.39, 1.0])
     np.testing.assert_allclose(pct, [20, 60, 0, 0, 20])
-    assert ex.modal_bin_status(pct, 1) == "reproduced"
-    assert ex.modal_bin_status(pct, 4) == "not reproduced"
-    assert ex.modal_bin_status(pct, None) == "not comparable"
-    assert set(ex.OFFICIAL_FIG2_MODAL_BIN) >= {"FAFO", "FACO", "CACO, r=5"}
+    assert readings.modal_bin_status(pct, 1) == "reproduced"
+    assert readings.modal_bin_status(pct, 4) == "not reproduced"
+    assert readings.modal_bin_status(pct, None) == "not comparable"
+    assert set(official.FIG2_MODAL_BIN) >= {"FAFO", "FACO", "CACO, r=5"}
 
 
 def test_official_fig3_record_and_default_init_rate():
-    for v in ex.OFFICIAL_FIG3_FINAL_LOSS.values():
-        assert len(v) == len(ex.OFFICIAL_FIG3_ALPHAS) and np.all(np.diff(v) < 0)
-    assert ex.OFFICIAL_FIG3_FLOW_TIME == pytest.approx(1250.0)
+    for v in official.FIG3_FINAL_LOSS.values():
+        assert len(v) == len(official.FIG3_ALPHAS) and np.all(np.diff(v) < 0)
+    assert official.FIG3_FLOW_TIME == pytest.approx(1250.0)
     g = qkov.torch_default_gamma(50)
     assert 50.0 ** (-g) == pytest.approx(150.0**-0.5)
     W = init_params(
@@ -232,17 +234,17 @@ def test_fixed_attention_output_bias_shifts_every_logit():
 
 
 def test_streams_and_snapshots_land_on_the_requested_device():
-    X, y = ex.scan_snap_stream(3, 4, 12, seed=0, device="cpu")(0)
+    X, y = training.scan_snap_stream(3, 4, 12, seed=0, device="cpu")(0)
     assert X.shape == (3, 4, 11) and y.shape == (3, 4) and X.device.type == "cpu"
-    X2, _ = ex.scan_snap_stream(3, 4, 12, seed=0, device=torch.device("cpu"))(0)
+    X2, _ = training.scan_snap_stream(3, 4, 12, seed=0, device=torch.device("cpu"))(0)
     torch.testing.assert_close(X, X2)  # the same stream whatever the device argument
     h = _tiny_history()
-    snap = ex.snapshots(h, qkov.SingleQueryAttention.named("CACO"), -1, torch.device("cpu"))
+    snap = training.snapshots(h, qkov.SingleQueryAttention.named("CACO"), -1, torch.device("cpu"))
     assert set(snap) == {"W_QK", "W_OV"} and snap["W_QK"].device.type == "cpu"
 
 
 # ---------------------------------------------------------------------------
-# Chapter 7's experiment module: its plumbing
+# Chapter 7's runs and what it reads from them
 # ---------------------------------------------------------------------------
 
 
@@ -253,12 +255,12 @@ def _tiny_history(steps=6):
     return engine.train(
         m,
         p,
-        ex.scan_snap_stream(2, 4, 12, seed=0),
+        training.scan_snap_stream(2, 4, 12, seed=0),
         steps,
         optimizer="sgd",
         lr=0.5,
         log_at=engine.log_grid(steps, 3),
-        callbacks=ex.snapshot_callbacks(m),
+        callbacks=training.snapshot_callbacks(m),
         desc="test",
     )
 
@@ -266,11 +268,11 @@ def _tiny_history(steps=6):
 def test_stats_over_training_has_one_row_per_log_and_means_of_the_samples():
     h = _tiny_history()
     m = qkov.SingleQueryAttention.named("CACO")
-    st = ex.stats_over_training(h, m, _batch(n=8, seq_len=12))
+    st = readings.stats_over_training(h, m, _batch(n=8, seq_len=12))
     n = len(h.steps)
     assert st["loss"].shape == (n, 2) and st["distinct_samples"].shape == (n, 2, 8)
     np.testing.assert_allclose(st["distinct"], st["distinct_samples"].mean(-1), rtol=1e-6)
-    means = ex.means_at_matched_loss(
+    means = readings.means_at_matched_loss(
         {"CACO": st}, {"all": ("CACO", slice(None))}, 10.0, ("distinct",)
     )
     assert means["all"]["distinct"] == pytest.approx(float(st["distinct"][0].mean()))
@@ -279,7 +281,7 @@ def test_stats_over_training_has_one_row_per_log_and_means_of_the_samples():
 def test_fit_lines_recovers_a_slope_through_the_origin():
     dO = np.linspace(0, 1, 9)[:, None] * np.array([1.0, 2.0])
     dG = dO * np.array([0.5, 3.0])
-    k, r2 = ex.fit_lines(dG, dO)
+    k, r2 = readings.fit_lines(dG, dO)
     np.testing.assert_allclose(k, [0.5, 3.0])
     np.testing.assert_allclose(r2, [1.0, 1.0])
 
@@ -287,39 +289,47 @@ def test_fit_lines_recovers_a_slope_through_the_origin():
 def test_unbalanced_fraction_is_zero_for_a_balanced_change():
     p0 = {n: torch.eye(3).expand(2, 3, 3).clone() for n in ("W_Q", "W_K", "W_O", "W_V")}
     p1 = {n: 2 * w for n, w in p0.items()}  # every Gram grows alike: the change is balanced
-    drift = ex.unbalanced_fraction_callback(p0)(0, p1)
+    drift = readings.unbalanced_fraction_callback(p0)(0, p1)
     assert drift.shape == (2, 2) and float(drift.abs().max()) < 1e-12
     p1["W_Q"] = 3 * p0["W_Q"]
-    assert float(ex.unbalanced_fraction_callback(p0)(0, p1)[:, 0].min()) > 0.1
+    assert float(readings.unbalanced_fraction_callback(p0)(0, p1)[:, 0].min()) > 0.1
 
 
-def test_group_by_and_fig2_summary():
+def test_group_by_stacks_instances_by_label():
     np.testing.assert_array_equal(
-        ex.group_by([1, 2, 3, 4], [0.5, 0.5, 2, 2], [2, 0.5]), [[3, 4], [1, 2]]
+        readings.group_by([1, 2, 3, 4], [0.5, 0.5, 2, 2], [2, 0.5]), [[3, 4], [1, 2]]
     )
-    rows = [
-        {
-            "panel": "FAFO",
-            "reading": "matched loss",
-            "status": "reproduced",
-            "our mode": "a",
-            "official mode": "a",
-        },
-        {
-            "panel": "CAFO",
-            "reading": "matched loss",
-            "status": "not comparable",
-            "our mode": "a",
-            "official mode": "no output",
-        },
-        {
-            "panel": "FAFO",
-            "reading": "code: lowest train loss",
-            "status": "not reproduced",
-            "our mode": "b",
-            "official mode": "a",
-        },
+
+
+def test_fig2_rows_read_each_panel_twice_and_name_the_panels_that_never_stopped():
+    h = _tiny_history()
+    m = qkov.SingleQueryAttention.named("CACO")
+    st = {"CACO": readings.stats_over_training(h, m, _batch(n=8, seq_len=12))}
+    panels = {"FAFO": ("CACO", slice(None)), "CAFO": ("CACO", slice(None))}
+    loss_star = float(st["CACO"]["loss"].min(0).max())
+    rows, not_reached = readings.fig2_rows(st, {"CACO": (m, h)}, panels, loss_star, lr=0.5)
+    assert [(r["panel"], r["reading"]) for r in rows] == [
+        ("FAFO", "matched loss"),
+        ("FAFO", "code: lowest train loss"),  # a 6-step run never reaches a loss of 1e-3
+        ("CAFO", "matched loss"),
+        ("CAFO", "code: lowest train loss"),
     ]
-    md = ex.fig2_summary(rows, ["FAFO"])
-    assert "at the matched loss: FAFO reproduced" in md and "CAFO" not in md.split("Within")[0]
-    assert "FAFO not reproduced (ours b" in md and "never logged" in md
+    assert not_reached == ["FAFO", "CAFO"]
+    for r in rows:
+        pct = [r[b] for b in official.BIN_NAMES]
+        assert sum(pct) == pytest.approx(100.0, abs=0.3)
+        assert r["our mode"] == official.BIN_NAMES[int(np.argmax(pct))]
+    assert rows[0]["status"] in ("reproduced", "not reproduced")
+    assert rows[2]["status"] == "not comparable" and rows[2]["official mode"] == "no output"
+
+
+def test_shk_table_rows_give_the_mean_and_range_per_multiplier():
+    at = {k: np.array([1.0, 3.0, 10.0, 20.0]) for k in ("H", "Hn", "prev", "final loss")}
+    at["step"] = np.array([100.0, 300.0, 50.0, 70.0])
+    rows = readings.shk_table_rows(at, [1, 1, 10, 10], (1.0, 10.0))
+    assert len(rows) == 4 and rows[1].startswith("|---")
+    assert rows[2] == (
+        "| 1 | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] "
+        "| 200 [100, 300] | 2.000 [1.000, 3.000] |"
+    )
+    assert rows[3].startswith("| 10 | 15.000 [10.000, 20.000] |")

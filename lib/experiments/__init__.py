@@ -157,13 +157,16 @@ def module_for(chapter: str) -> ModuleType:
 
 
 def announce(module: ModuleType, cpu_threads: int | None = None):
-    """Print the chapter, scale, device and versions; return ``(cfg, device)``.
+    """Set the chapter up: seed torch, cap its CPU threads, print the chapter, scale, device
+    and versions; return ``(cfg, device)``.
 
     Called in every chapter's first code cell, so the first output of the page says at what
     scale and on what device its numbers were made. Every model and tensor of the chapter
-    goes to the returned device. ``cpu_threads`` caps torch's threads, on the CPU only (tiny
-    models run faster on one thread of a shared machine; on a GPU the cap would only starve
-    the host side).
+    goes to the returned device. Side effects on the process: torch's global generator is
+    seeded with 0 (``torch.manual_seed(0)``), and, when ``cpu_threads`` is given and the
+    device is the CPU, torch's intra-op threads are capped at ``cpu_threads``
+    (``torch.set_num_threads``; tiny models run faster on one thread of a shared machine; on
+    a GPU the cap would only starve the host side).
     """
     cfg = config(module)
     dev = get_device()

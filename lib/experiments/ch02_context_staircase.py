@@ -68,18 +68,6 @@ class Config(ChapterConfig):
         >= 0.9 ln 2 (after the previous stair's onset) at least this many times as long, in
         linear time, as the loss then takes to fall below 0.5 ln 2
         (:func:`lib.staircase.plateau_and_fall`); a smooth decay from ln 2 fails it.
-    slow_lr, slow_steps, slow_every: the time-resolved arm: the two-stair Emb-MLP (and the
-        shuffled control) under Adam at slow_lr, ten times below the main runs' rate, for
-        slow_steps steps, logged at every step up to slow_every. At 1e-3 an Adam step moves
-        an entry by a tenth of its init size (V^-1 = 1/40 at gamma = 1), so the rows of E
-        outgrow their init over tens of steps instead of in one.
-    min_ahead: order 0 comes first "in time" if the rows' R0 is above its floor for at
-        least this many logged steps before their R1 leaves its floor.
-    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.adam_plateau`): the
-        smallest init the law is about, on seeds cal_seed, cal_seed + 1, ... that the sweep
-        never uses; its constants are read off quantities other than the escape step.
-    probe_steps: steps of the every-step probe of the sweep (they cover every escape).
-    law_tol: the relative agreement asked of the law's predicted median escape step.
     min_speedup: the factor by which large init must shorten the bit-1 plateau (median
         escape step), and by which the sweep's escape step must grow from the largest
         init to the smallest.
@@ -112,14 +100,6 @@ class Config(ChapterConfig):
     lead_tol: float = 1e-3
     min_speedup: float = 5.0
     min_wait_over_fall: float = 1.0
-    slow_lr: float = 1e-3
-    slow_steps: int = 1200
-    slow_every: int = 100
-    min_ahead: int = 10
-    gamma_cal: float = 1.25
-    cal_seed: int = 100
-    probe_steps: int = 320
-    law_tol: float = 0.25
 
 
 OVERRIDES = {

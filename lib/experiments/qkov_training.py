@@ -1,0 +1,82 @@
+"""Chapter 7's training runs and their data: the Scan-and-Snap runs with weight snapshots,
+and the Shakespeare data.
+
+The model is :mod:`lib.qkov`, the data :mod:`lib.tasks` and :mod:`lib.corpora`, the
+training loop :mod:`lib.engine`; the chapter's settings are its ``Config``
+(:mod:`lib.experiments.ch07_qk_ov_sharpening`). What is read from the runs is
+:mod:`lib.experiments.qkov_readings`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .. import corpora, engine, lm, qkov, tasks
+from ..init import init_params
+
+if TYPE_CHECKING:
+    from .ch07_qk_ov_sharpening import Config
+
+
+def to_device(batch, device):
+    """A NamedTuple of tensors (e.g. :class:`lib.tasks.AgreementBatch`) on ``device``."""
+    return type(batch)(*(t.to(device) for t in batch))
+
+
+def scan_snap_stream(K: int, batch_size: int, seq_len: int, seed: int, device="cpu"):
+    """``data(step) -> (X, y)`` with an independent Scan-and-Snap batch per instance,
+    X (K, batch_size, seq_len - 1), on ``device``. The batches are drawn by a fixed CPU
+    generator, so the stream is reproducible and the same on every device."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def data(step):
+        b = tasks.scan_snap_batch(K * batch_size, seq_len=seq_len, generator=gen, device=device)
+        return b.X.view(K, batch_size, -1), b.y.view(K, batch_size)
+
+    return data
+
+
+def snapshot_callbacks(model) -> dict:
+    """Engine callbacks that log a copy of every weight (K, ...) at every logging step."""
+    return {n: (lambda step, p, n=n: p[n].detach().clone()) for n in model.specs()}
+
+
+def snapshots(history, model, i: int, device=None) -> dict[str, torch.Tensor]:
+    """The weights logged at logging index ``i`` of ``history`` (kept on the CPU by the
+    engine), on ``device`` (the CPU when None)."""
+    return {n: torch.as_tensor(history[n][i], device=device) for n in model.specs()}
+
+
+def train_scan_snap(cfg: Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device):
+    """One batched SGD run of parameterization ``name`` from the official code's init
+    (:func:`lib.qkov.code_init_`), one instance per seed; returns ``(model, history)``
+    with a weight snapshot at every step of :func:`lib.engine.log_grid`."""
+    m = qkov.SingleQueryAttention.named(name)
+    params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
+    qkov.code_init_(m, params)
+    h = engine.train(
+        m,
+        params,
+        scan_snap_stream(len(run_seeds), cfg.batch_size, cfg.seq_len, data_seed, device=device),
+        n_steps,
+        optimizer="sgd",
+        group_lr={"qk": eta_qk, "ov": eta_ov},
+        log_at=engine.log_grid(n_steps, cfg.n_logs),
+        callbacks=snapshot_callbacks(m),
+        desc=name,
+    )
+    return m, h
+
+
+def shakespeare_data(cfg: Config, device):
+    """The Shakespeare corpus split by whole plays (:func:`lib.corpora.char_split`) and the
+    fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
+    ``cfg.shk_val_n`` validation windows of ``cfg.shk_context`` characters."""
+    split = corpora.char_split(corpora.load_shakespeare())
+    sampler = lm.window_sampler(
+        split.val, cfg.shk_context, cfg.shk_val_n, [cfg.shk_val_seed], device=device
+    )
+    Xv, yv = (t[0] for t in sampler(0))
+    return split, (Xv, yv)
