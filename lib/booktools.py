@@ -261,6 +261,9 @@ def _worker_env(root: Path, scale: str, device: str, threads: int | None = 1) ->
                 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
             }
         )
+        # A chapter that runs on more threads for a while (a stability rerun) must not spin
+        # for the cores the other workers hold: waiting threads sleep (same results).
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 

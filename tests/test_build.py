@@ -305,3 +305,11 @@ def test_the_timing_table_lists_phases_and_notebooks_and_records_the_passed_ones
     assert rows["02_b"] == ["200", "passed"] and rows["01_a"] == ["50", "failure"]
     recorded = json.loads((tmp_path / ".cache" / "chapter-durations.json").read_text())
     assert recorded == {"01_a": 7.0, "02_b": 200.4, "03_c": 9.0}  # a failed run is not a duration
+
+
+def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    env = booktools._worker_env(tmp_path, "ci", "cpu")
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in booktools._worker_env(tmp_path, "ci", "cpu", threads=None)
