@@ -572,7 +572,8 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
     """The table ``make test`` prints at its end: the seconds of each phase (``phases.txt``:
     lines ``phase milliseconds``, as the Makefile writes them) and of each notebook (the
     JUnit XML files ``chapters.xml`` and ``report.xml`` of nbmake). With ``record``, the
-    seconds of every notebook that passed are merged into ``.cache/chapter-durations.json``,
+    seconds of every notebook are merged into ``.cache/chapter-durations.json`` (those of
+    one that failed only where they are longer than the recorded ones: a lower bound),
     from which the next run orders the chapters, the longest first (conftest.py)."""
     phases = []
     if (times / "phases.txt").is_file():
@@ -599,7 +600,9 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
             known = json.loads(path.read_text())
         except (OSError, ValueError):
             known = {}
-        known.update({Path(n).stem: round(t, 1) for n, t, o in notebooks if o == "passed"})
+        for n, t, o in notebooks:  # a failed run's seconds are a lower bound of its length
+            stem = Path(n).stem
+            known[stem] = round(t, 1) if o == "passed" else max(known.get(stem, 0.0), round(t, 1))
         _atomic_write(path, json.dumps(known, indent=1, sort_keys=True))
     return "\n".join(lines)
 
