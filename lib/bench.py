@@ -22,6 +22,18 @@ With ``--build`` it times the book's build instead (``python -m lib.bench --buil
 * busy against quiet: the parallel run again while another process keeps one core
   busy, chapter by chapter.
 
+With ``--paper-smoke OUT`` (``make paper-smoke``) it runs every chapter at
+``BOOK_SCALE=paper`` in the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`: every training
+run makes 2 optimizer steps and is logged at all its logging steps; claims are recorded,
+not asserted), one chapter at a time under nbmake on one thread, and prints for each: the
+peak memory (the largest resident set of the chapter's processes, from ``wait4``), the
+smoke run's seconds, the paper step count of its training runs, the time per step, and the
+estimated full ``paper`` time on this CPU: the smoke run's seconds, less the seconds its
+training runs took, plus, for each run, its paper steps times its measured seconds per
+step (the faster of the two), plus its logs: their measured seconds, scaled from the logs
+the smoke run made (the first three and the last; all of them with ``BOOK_SMOKE_LOGS=all``)
+to the run's number of logs.
+
 Speed is measured here, as ratios, and never in a timed test.
 """
 
@@ -88,6 +100,7 @@ def _families(V, L, d, batch):
 
 
 FAMILIES = ("Emb-MLP (SiLU)", "linear embedding", "transformer (1 layer)")
+GOAL, GOAL_MODELS = 5.0, ("Emb-MLP (SiLU)", "transformer (1 layer)")  # issue 24
 
 
 def _data(V, L, N=4096, seed=0):
@@ -222,15 +235,190 @@ def main_build(scale: str) -> None:
     )
 
 
+def smoke_estimate(wall: float, runs: list[dict]) -> dict:
+    """A chapter's full-run estimate from its smoke run (see the module docstring).
+
+    ``wall``: the chapter's seconds in the smoke mode; ``runs``: its training runs' records
+    (:func:`lib.env.smoke_record`). Returns the paper steps (summed over runs), the seconds
+    per step (weighted by steps), the seconds the runs took in the smoke mode, and the
+    estimated seconds of the whole chapter at full length."""
+    smoke_s = sum(r["wall_s"] for r in runs)
+    full = [
+        r["steps"] * min(r["step_s"]) + r["log_s"] * r["n_logs"] / r.get("n_logs_run", r["n_logs"])
+        if r["step_s"]
+        else r["wall_s"]
+        for r in runs
+    ]
+    steps = sum(r["steps"] for r in runs)
+    train_s = sum(r["steps"] * min(r["step_s"]) for r in runs if r["step_s"])
+    return dict(
+        runs=len(runs),
+        paper_steps=steps,
+        s_per_step=train_s / steps if steps else float("nan"),
+        runs_smoke_s=smoke_s,
+        estimate_s=wall - smoke_s + sum(full),
+    )
+
+
+def _run_measured(cmd, env, log_path):
+    """Run ``cmd``; return (exit code, seconds, peak resident set in bytes). The peak is
+    wait4's: the largest of the process and of every descendant it waited for (a kernel)."""
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        except KeyboardInterrupt:
+            p.terminate()
+            p.wait()
+            raise
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, time.perf_counter() - t0, usage.ru_maxrss * 1024
+
+
+def _smoke_child(md: str, out: str, errors: str) -> int:
+    """Execute chapter ``md`` into ``out`` with every cell run even after one fails
+    (nbclient's ``allow_errors``), so that one analysis that cannot read a 2-step run does
+    not hide the paper-scale runs after it; write the cells' errors as JSON to ``errors``."""
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from . import booktools
+
+    nb = booktools.check_chapter(Path(md))
+    client = NotebookClient(nb, timeout=None, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(booktools.ROOT)}})  # fmt: skip
+    try:
+        client.execute()
+    finally:
+        Path(out).write_text(nbformat.writes(nb))
+    found = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for i, cell in enumerate(code):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error" and not any(
+                (e["cell"], e["ename"], e["evalue"]) == (i, o["ename"], o["evalue"][:300])
+                for e in found
+            ):
+                first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+                found.append(dict(cell=i, ename=o["ename"], evalue=o["evalue"][:300], line=first))
+    Path(errors).write_text(json.dumps(found, indent=1))
+    return 0
+
+
+_SMOKE_CHILD = (
+    "import sys; from lib.bench import _smoke_child; sys.exit(_smoke_child(*sys.argv[1:]))"
+)
+
+
+def paper_smoke(out, only=None, log=print):
+    """Every chapter (or those whose stem starts with one of ``only``) at paper scale in
+    the smoke mode, one at a time; returns one row per chapter (with the errors of its
+    cells; every cell is run) and writes them to ``out/summary.json``."""
+    from pathlib import Path
+
+    from . import booktools
+
+    out = Path(out).resolve()
+    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    chapters = booktools.chapters()  # the report page last, on the claims recorded here
+    if only:
+        chapters = [m for m in chapters if any(m.stem.startswith(o) for o in only)]
+    env = {
+        **os.environ,
+        "BOOK_SCALE": "paper",
+        "BOOK_SMOKE": "1",
+        "BOOK_DEVICE": os.environ.get("BOOK_DEVICE", "cpu"),
+        "BOOK_QUIET": "1",
+        "BOOK_CLAIMS_DIR": str(out / "claims"),
+        "PYTHONPATH": str(booktools.ROOT),
+        **{v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    }
+    rows = []
+    for md in chapters:
+        record, errors = out / f"{md.stem}.runs.jsonl", out / f"{md.stem}.errors.json"
+        record.unlink(missing_ok=True)
+        errors.unlink(missing_ok=True)
+        nb = out / "notebooks" / f"{md.stem}.ipynb"
+        cmd = [sys.executable, "-c", _SMOKE_CHILD, str(md), str(nb), str(errors)]
+        log(f"{md.stem}: running at BOOK_SCALE=paper, BOOK_SMOKE=1 ...")
+        code, wall, peak = _run_measured(
+            cmd, {**env, "BOOK_SMOKE_LOG": str(record)}, out / f"{md.stem}.log"
+        )
+        runs = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+        errs = json.loads(errors.read_text()) if errors.exists() else []
+        if code != 0 and not errs:
+            errs = [dict(cell=-1, ename="exit", evalue=f"exit {code}", line="")]
+        row = dict(chapter=md.stem, passed=not errs, errors=errs, wall_s=wall, peak_bytes=peak)
+        row.update(smoke_estimate(wall, runs))
+        rows.append(row)
+        outcome = "passed" if not errs else f"{len(errs)} cell error(s), in {nb}"
+        log(f"  {outcome}; {wall:.0f} s, peak {peak / 2**30:.2f} GiB")
+    # A run of some chapters (--only) updates their rows of the summary and keeps the others.
+    summary = out / "summary.json"
+    kept = json.loads(summary.read_text()) if summary.exists() else []
+    done = {r["chapter"] for r in rows}
+    rows = sorted([r for r in kept if r["chapter"] not in done] + rows, key=lambda r: r["chapter"])
+    summary.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def smoke_table(rows) -> str:
+    """The table of :func:`paper_smoke` (Markdown, for the terminal and the README)."""
+
+    def hours(s):
+        return f"{s / 3600:.1f} h" if s >= 360 else f"{s / 60:.1f} min"
+
+    lines = [
+        "| chapter | outcome | peak memory | smoke run | training runs | paper steps "
+        "| s per step | estimated paper time, this CPU, 1 thread |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per = r["s_per_step"]
+        lines.append(
+            f"| {r['chapter']} | {'passed' if r['passed'] else str(len(r['errors'])) + ' errors'} "
+            f"| {r['peak_bytes'] / 2**30:.2f} GiB | {r['wall_s']:.0f} s | {r['runs']} "
+            f"| {r['paper_steps']:,} | {per:.3g} | {hours(r['estimate_s'])} |"
+            if per == per
+            else f"| {r['chapter']} | {'passed' if r['passed'] else str(len(r['errors'])) + ' errors'} "
+            f"| {r['peak_bytes'] / 2**30:.2f} GiB | {r['wall_s']:.0f} s | 0 | 0 | - "
+            f"| {hours(r['estimate_s'])} |"
+        )
+    errors = [
+        f"- {r['chapter']}, code cell {e['cell']} (`{e['line'][:60]}`): {e['ename']}: "
+        f"{e['evalue'].splitlines()[0][:160] if e['evalue'] else ''}"
+        for r in rows
+        for e in r["errors"]
+    ]
+    total = sum(r["estimate_s"] for r in rows)
+    lines.append(f"| all | {sum(r['passed'] for r in rows)}/{len(rows)} passed | "
+                 f"{max(r['peak_bytes'] for r in rows) / 2**30:.2f} GiB (max) | "
+                 f"{sum(r['wall_s'] for r in rows):.0f} s | | | | {hours(total)} |")  # fmt: skip
+    if errors:
+        lines += ["", "Cell errors (every cell was run):", *errors]
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="store_true", help="time the book's build instead")
+    ap.add_argument("--paper-smoke", metavar="OUT", default=None,
+                    help="run every chapter at paper scale in the smoke mode, into OUT")  # fmt: skip
+    ap.add_argument("--only", nargs="*", default=None, help="chapter numbers (paper smoke)")
     ap.add_argument("--scale", default="ci", help="scale of the build benchmark")
     ap.add_argument("--K", type=int, default=16)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--d", type=int, default=32)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args(argv)
+    if args.paper_smoke:
+        rows = paper_smoke(args.paper_smoke, args.only)
+        print(f"\nBOOK_SCALE=paper BOOK_SMOKE=1 on {os.cpu_count()} cores, one chapter at a time:")
+        print(smoke_table(rows))
+        return 0 if all(r["passed"] for r in rows) else 1
     if args.build:
         return main_build(args.scale)
     rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch)
@@ -243,6 +431,10 @@ def main(argv=None):
     )
     for name, b, s, p, r_s, r_p in rows:
         print(f"{name:<20}{b:>10.1f}{s:>12.1f}{p:>10.1f}{r_s:>12.1f}x{r_p:>14.1f}x")
+    for name, *_, r_s, _ in rows:
+        if name in GOAL_MODELS:
+            met = "met" if r_s >= GOAL else "NOT met"
+            print(f"goal batched/sequential >= {GOAL:.0f}x at K=16 for {name}: {r_s:.1f}x, {met}")
     t_flush, t_denormal = run_denormal()
     print(
         "\nsmall-init (gamma=1) Emb-MLP on modular addition, K=8, 1500 Adam steps: denormals flushed "
@@ -251,4 +443,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -261,6 +261,9 @@ def _worker_env(root: Path, scale: str, device: str, threads: int | None = 1) ->
                 for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
             }
         )
+        # A chapter that runs on more threads for a while (a stability rerun) must not spin
+        # for the cores the other workers hold: waiting threads sleep (same results).
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 
@@ -362,10 +365,10 @@ def _run_pool(todo, out_dir, env, root, workers, scale, device, durations, statu
     def run(item):
         md, out, stamp = item
         t0 = time.perf_counter()
-        cmd = [sys.executable, "-m", "lib.booktools", "_run", str(md), str(out), stamp,
-               "--root", str(root)]  # fmt: skip
-        # The worker runs this file's package (cwd: its checkout); the kernel runs in
-        # ``root`` with ``root`` first on its path, so a chapter imports root's lib.
+        cmd = [sys.executable, "-c", _CHILD, __file__, str(md), str(out), stamp, str(root)]
+        # The worker runs this file alone, without importing its package (which imports
+        # torch: seconds per chapter); the kernel runs in ``root`` with ``root`` first on
+        # its path, so a chapter imports root's lib.
         p = subprocess.Popen(
             cmd, env=env, cwd=ROOT, start_new_session=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -395,6 +398,14 @@ def _run_pool(todo, out_dir, env, root, workers, scale, device, durations, statu
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
+
+
+# A worker: this file loaded as a lone module (not as part of its package), then _run_child.
+_CHILD = (
+    "import importlib.util, sys; spec = importlib.util.spec_from_file_location('_booktools', "
+    "sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+    "sys.exit(m._run_child(*sys.argv[2:]))"
+)
 
 
 def _run_child(md: str, out: str, stamp: str, root: str) -> int:
@@ -536,6 +547,66 @@ def stage(
     return out
 
 
+# ---------------------------------------------------------------------------
+# The timing table of ``make test``
+# ---------------------------------------------------------------------------
+
+DURATIONS_RECORD = Path(".cache") / "chapter-durations.json"  # read by conftest.py
+
+
+def _junit_cases(path: Path) -> list[tuple[str, float, str]]:
+    """(name, seconds, outcome) of every test case in a JUnit XML file (none if missing)."""
+    import xml.etree.ElementTree as ET
+
+    if not path.is_file():
+        return []
+    cases = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        kinds = {child.tag for child in case}
+        outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+        cases.append((case.get("name", "?"), float(case.get("time", 0.0)), outcome))
+    return cases
+
+
+def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
+    """The table ``make test`` prints at its end: the seconds of each phase (``phases.txt``:
+    lines ``phase milliseconds``, as the Makefile writes them) and of each notebook (the
+    JUnit XML files ``chapters.xml`` and ``report.xml`` of nbmake). With ``record``, the
+    seconds of every notebook are merged into ``.cache/chapter-durations.json`` (those of
+    one that failed only where they are longer than the recorded ones: a lower bound),
+    from which the next run orders the chapters, the longest first (conftest.py)."""
+    phases = []
+    if (times / "phases.txt").is_file():
+        for line in (times / "phases.txt").read_text().split("\n"):
+            if line.strip():
+                name, ms = line.split()
+                phases.append((name, int(ms) / 1000))
+    notebooks = [c for f in ("chapters.xml", "report.xml") for c in _junit_cases(times / f)]
+    unit = _junit_cases(times / "unit.xml")
+    w = max([len(Path(n).stem) + 2 for n, *_ in notebooks] + [34])
+    lines = [f"make test: seconds per phase ({os.cpu_count()} cores)", f"{'phase':<{w}}{'s':>8}"]
+    lines += [f"{n:<{w}}{t:>8.0f}" for n, t in phases]
+    if phases:
+        lines.append(f"{'total':<{w}}{sum(t for _, t in phases):>8.0f}")
+    if unit:
+        lines.append(f"{'(unit tests: ' + str(len(unit)) + ', summed)':<{w}}"
+                     f"{sum(t for _, t, _ in unit):>8.0f}")  # fmt: skip
+    if notebooks:
+        lines += ["", f"{'notebook (nbmake, BOOK_SCALE=ci)':<{w}}{'s':>8}  outcome"]
+        lines += [f"{Path(n).stem:<{w}}{t:>8.0f}  {o}" for n, t, o in notebooks]
+    if record and notebooks:
+        path = root / DURATIONS_RECORD
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        for n, t, o in notebooks:  # a failed run's seconds are a lower bound of its length
+            stem = Path(n).stem
+            known[stem] = round(t, 1) if o == "passed" else max(known.get(stem, 0.0), round(t, 1))
+        _atomic_write(path, json.dumps(known, indent=1, sort_keys=True))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .env import ConfigError, get_device, get_scale, scale_warning
 
@@ -554,15 +625,13 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--partial", action="store_true", help="stage unexecuted chapters as source")
     st.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
     st.add_argument("--doctrees", type=Path, default=None, help="Sphinx's saved environment")
-    rc = sub.add_parser("_run")
-    for a in ("md", "out", "stamp"):
-        rc.add_argument(a)
-    rc.add_argument("--root", default=str(ROOT))
+    tt = sub.add_parser("times", help="print the timing table of `make test`")
+    tt.add_argument("times", type=Path, help="the folder of phases.txt and the JUnit files")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "_run":
-            return _run_child(args.md, args.out, args.stamp, args.root)
-        if args.cmd == "execute":
+        if args.cmd == "times":
+            print(timing_table(args.times))
+        elif args.cmd == "execute":
             scale, device = get_scale(), get_device()
             warning = scale_warning(scale, device)
             if warning:

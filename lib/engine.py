@@ -13,6 +13,7 @@ torch.optim takes one scalar learning rate per parameter group, not one per inst
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .env import ConfigError, quiet
+from .env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
 from .init import per_instance
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
@@ -272,6 +273,12 @@ def train(
 
     Returns:
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
+
+    In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`) only the first
+    :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is then logged at its
+    first :data:`~lib.env.SMOKE_LOGS` logging steps and its last one (at every one with
+    ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape), and the seconds per
+    step and per log are recorded (:func:`lib.env.smoke_record`).
     """
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
@@ -310,21 +317,37 @@ def train(
     step_fn = _STEP[optimizer]
     next_batch = _batch_stream(data, optimizer, batch_size, seed)
     log = _Log(steps, log_at, callbacks)
+    timed = smoke()
+    cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
+    n_logs = len(log.at)
+    if timed and not smoke_all_logs():  # the first logs and the last, the rest estimated
+        at = sorted(log.at)
+        log.at = set(at[:SMOKE_LOGS] + at[-1:])
+    step_s, log_s, t_run = [], 0.0, time.perf_counter()
 
     bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
     try:
         for step in range(steps + 1):
+            if cut < step < steps and step not in log.at:
+                continue  # smoke mode: the weights no longer change; only the logs are run
+            t0 = time.perf_counter() if timed else 0.0
             X, y = next_batch(step)
-            with torch.set_grad_enabled(step < steps):
+            with torch.set_grad_enabled(step < cut):
                 loss = loss_fn(model.forward(params, X), y)
             # Checked before the update, so the message names the weight that went bad
             # first, not every weight its gradient has since contaminated.
             if step in log.at or not torch.isfinite(loss.detach()).all():
                 _check_finite(step, params, loss.detach())
             if step in log.at:
+                t_log = time.perf_counter() if timed else 0.0
                 log(step, params, loss)
+                if timed:
+                    log_s += time.perf_counter() - t_log
+                    t0 += time.perf_counter() - t_log
             if step == steps:
                 break
+            if step >= cut:
+                continue
             grads = list(torch.autograd.grad(loss.sum(), list(trained.values())))
             mult = 1.0 if schedule is None else float(schedule(step))
             with torch.no_grad():
@@ -334,8 +357,25 @@ def train(
                     if step >= freeze_at.get(name, steps + 1):
                         continue
                     step_fn(p, grad, state[name], lr_of[name] * mult, step + 1, hyper)
+            if timed:
+                step_s.append(time.perf_counter() - t0)
             bar.update(1)
     finally:
         bar.close()
     _check_finite(steps, params, None)
+    if timed:
+        smoke_record(
+            dict(
+                desc=desc,
+                model=type(model).__name__,
+                K=K,
+                steps=steps,
+                run_steps=cut,
+                step_s=step_s,
+                n_logs=n_logs,
+                n_logs_run=len(log.at),
+                log_s=log_s,
+                wall_s=time.perf_counter() - t_run,
+            )
+        )
     return log.history()

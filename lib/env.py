@@ -5,16 +5,29 @@ default, the rendered book on a laptop) or ``paper`` (the papers' scale, for a G
 When ``BOOK_SCALE`` is unset, ``paper`` is chosen automatically on a machine with
 CUDA and ``book`` otherwise. ``BOOK_DEVICE`` overrides the device (default: ``cuda``
 when available, else ``cpu``). ``BOOK_QUIET`` turns progress bars off.
+
+``BOOK_SMOKE=1`` is the smoke mode (``make paper-smoke``): at any scale, every training run
+of :func:`lib.engine.train` makes :data:`SMOKE_STEPS` optimizer steps instead of its
+``steps`` (the weights then stay as they are) and is logged at its first
+:data:`SMOKE_LOGS` logging steps and its last one, or at every one of them with
+``BOOK_SMOKE_LOGS=all`` (then every history has its full shape, and the memory that the
+logs keep is measured too); a chapter's claims are recorded, not asserted
+(:mod:`lib.claims`). Each run's seconds per step and per log are appended, one JSON line
+per run, to the file named by ``BOOK_SMOKE_LOG`` (if set), from which ``make paper-smoke``
+estimates the full run's time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 
 import torch
 
 SCALES = ("ci", "book", "paper")
+SMOKE_STEPS = 2  # optimizer steps per training run in the smoke mode
+SMOKE_LOGS = 3  # logging steps run from the start of each run in the smoke mode (and the last)
 
 
 class ConfigError(ValueError):
@@ -73,6 +86,30 @@ def scale_warning(scale: str, device: torch.device) -> str | None:
             "on a laptop."
         )
     return None
+
+
+def smoke() -> bool:
+    """Whether ``BOOK_SMOKE`` asks for the smoke mode (``1``); unset, empty or ``0``: no."""
+    raw = os.environ.get("BOOK_SMOKE", "").strip()
+    if raw not in ("", "0", "1"):
+        raise ConfigError(f"BOOK_SMOKE={raw!r}: set BOOK_SMOKE=1 for the smoke mode, or unset it")
+    return raw == "1"
+
+
+def smoke_all_logs() -> bool:
+    """Whether ``BOOK_SMOKE_LOGS=all`` asks the smoke mode to run every logging step."""
+    raw = os.environ.get("BOOK_SMOKE_LOGS", "").strip()
+    if raw not in ("", "all"):
+        raise ConfigError(f"BOOK_SMOKE_LOGS={raw!r}: set BOOK_SMOKE_LOGS=all, or unset it")
+    return raw == "all"
+
+
+def smoke_record(record: dict) -> None:
+    """Append ``record`` as one JSON line to the file named by ``BOOK_SMOKE_LOG``, if set."""
+    path = os.environ.get("BOOK_SMOKE_LOG", "").strip()
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
 
 
 def quiet() -> bool:

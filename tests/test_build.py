@@ -45,8 +45,10 @@ CHAPTER_B = """
 # B
 
 ```{code-cell} ipython3
-import os, time
+import os, pathlib, time
 from lib import b
+if "TOY_MARK" in os.environ:  # tells the test that this kernel is running
+    pathlib.Path(os.environ["TOY_MARK"]).write_text(str(os.getpid()))
 time.sleep(float(os.environ.get("TOY_SLEEP", "0")))
 print("word", b.WORD)
 ```
@@ -86,21 +88,17 @@ def _run(toy: Path, *args: str, env=None) -> str:
     return out
 
 
-def _execute(toy: Path, env=None) -> str:
-    return _run(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), env=env)
+def _executed(toy: Path, scale: str = "ci") -> list[str]:
+    """Execute the toy book in this process (the CLI's own function, without the seconds
+    of a new process importing torch); return the chapters that were executed."""
+    status = booktools.execute(toy / "build" / "executed", scale, "cpu", toy, log=lambda *a: None)
+    return sorted(k for k, v in status.items() if v == "executed")
 
 
-def _html(toy: Path, env=None) -> dict[str, str]:
+def _html(toy: Path, scale: str = "ci") -> dict[str, str]:
     """Execute, stage and build the toy book as `make book` does; return page texts."""
-    _execute(toy, env=env)
-    _run(
-        toy,
-        "stage",
-        str(toy / "build" / "executed"),
-        str(toy / "build" / "book"),
-        "--root",
-        str(toy),
-    )
+    _executed(toy, scale)
+    booktools.stage(toy / "build" / "executed", toy / "build" / "book", root=toy)
     jb = Path(sys.executable).with_name("jupyter-book")
     subprocess.run([str(jb), "build", str(toy / "build" / "book"), "--path-output", str(toy)],
                    check=True, capture_output=True, cwd=toy)  # fmt: skip
@@ -108,25 +106,18 @@ def _html(toy: Path, env=None) -> dict[str, str]:
     return {p.stem: p.read_text() for p in pages.glob("*.html")}
 
 
-def _statuses(out: str) -> str:
-    return " ".join(
-        line.strip().split(":")[0] for line in out.splitlines() if line.startswith("  ")
-    )
-
-
 def test_a_lib_edit_reexecutes_only_the_chapters_that_import_it_and_the_html_shows_it(toy):
     pages = _html(toy)
     assert "value 1" in pages["01_a"] and "word first" in pages["02_b"]
     (toy / "lib" / "a.py").write_text("VALUE = 2\n")
-    out = _execute(toy)
-    assert _statuses(out) == "01_a", out  # 02_b does not import lib.a
-    pages = _html(toy)
+    assert _executed(toy) == ["01_a"]  # 02_b does not import lib.a
+    pages = _html(toy)  # nothing is executed twice: the stamps are up to date
     assert "value 2" in pages["01_a"] and "value 1" not in pages["01_a"]
 
 
 def test_a_scale_change_shows_the_new_scale(toy):
     assert "scale ci" in _html(toy)["01_a"]
-    pages = _html(toy, env={"BOOK_SCALE": "book"})
+    pages = _html(toy, scale="book")
     assert "scale book" in pages["01_a"] and "scale ci" not in pages["01_a"]
 
 
@@ -174,13 +165,26 @@ def test_a_subpackage_module_and_its_relative_imports_are_followed(toy):
     ]
 
 
+def _wait_for(paths, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not all(p.exists() for p in paths):
+        assert time.time() < deadline, f"none of {paths} appeared in {timeout} s"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(toy):
+    mark = toy / "b_is_running"
     p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
-             env={"TOY_SLEEP": "60"})  # fmt: skip
-    deadline = time.time() + 60
-    while not (toy / "build" / "executed" / "01_a.ipynb").exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)  # chapter B is now sleeping in its kernel
+             env={"TOY_SLEEP": "60", "TOY_MARK": str(mark)})  # fmt: skip
+    _wait_for([toy / "build" / "executed" / "01_a.ipynb", mark])  # B sleeps in its kernel
     t0 = time.time()
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=30)
@@ -188,8 +192,9 @@ def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(t
     assert "interrupted" in out
     assert not (toy / "build" / "executed" / "02_b.ipynb").exists()
     assert not list((toy / "build" / "executed").glob(".*.tmp"))
-    out = _execute(toy)
-    assert _statuses(out) == "02_b", out
+    time.sleep(0.5)
+    assert not _alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
+    assert _executed(toy) == ["02_b"]
 
 
 def test_two_concurrent_runs_both_finish_and_agree(toy):
@@ -219,37 +224,96 @@ def test_a_failing_chapter_is_named_in_one_line(toy):
     assert "error: 1 chapter(s) failed" in out and "02_b: ZeroDivisionError" in out
 
 
-def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path):
-    """nbclient swallows SIGINT and nbmake would go on to the next chapter; the project's
-    conftest.py makes the session stop once the interrupted chapter has ended."""
+def _notebooks(folder: Path, cells: dict[str, str]) -> None:
     import nbformat
 
-    for i in (1, 2):
+    for name, code in cells.items():
         nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(f"import time\ntime.sleep(30)\nprint('done {i}')")]
-        nb.metadata["kernelspec"] = {
-            "name": "python3",
-            "display_name": "Python 3",
-            "language": "python",
-        }
-        nbformat.write(nb, tmp_path / f"nb{i}.ipynb")
-    (tmp_path / "conftest.py").write_text((PROJECT / "conftest.py").read_text())
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--nbmake",
-        "nb1.ipynb",
-        "nb2.ipynb",
-    ]
-    p = subprocess.Popen(cmd, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    time.sleep(8)  # the kernel has started and nb1 is sleeping
+        nb.cells = [nbformat.v4.new_code_cell(code)]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}  # fmt: skip
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    (folder / "conftest.py").write_text((PROJECT / "conftest.py").read_text())
+
+
+def _pytest(folder: Path, *args: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbmake", *args]
+    return subprocess.Popen(cmd, cwd=folder, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["serial", "xdist"])
+def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path, workers):
+    """nbclient swallows SIGINT and nbmake would go on to the next chapter; the project's
+    conftest.py makes the session stop once the interrupted chapters have ended, serially
+    and under pytest-xdist (``make chapters``): no chapter starts after the interrupt, and
+    no kernel outlives it."""
+    running = 1 if workers == 0 else workers
+    names = [f"nb{i}" for i in range(1, running + 2)]
+    _notebooks(tmp_path, {n: f"import os, pathlib, time\n"
+                             f"pathlib.Path('{n}.pid').write_text(str(os.getpid()))\n"
+                             f"time.sleep(60)\nprint('done {n}')" for n in names})  # fmt: skip
+    p = _pytest(
+        tmp_path, *[f"{n}.ipynb" for n in names], *(["-n", str(workers)] if workers else [])
+    )
+    started = [tmp_path / f"{n}.pid" for n in names[:running]]
+    _wait_for(started)  # the first chapters are sleeping in their kernels
     t0 = time.time()
-    os.killpg(p.pid, signal.SIGINT)
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     out, _ = p.communicate(timeout=60)
     assert time.time() - t0 < 20, out
-    assert p.returncode == 2 and "Interrupted" in out, out
-    assert "nb2.ipynb" not in out.split("Interrupted")[0].split("nb1.ipynb F")[-1], out
+    assert p.returncode == 2 and ("Interrupted" in out or "KeyboardInterrupt" in out), out
+    assert not (tmp_path / f"{names[-1]}.pid").exists(), out  # the last one never started
+    assert "done" not in out, out
+    time.sleep(0.5)
+    alive = [f.name for f in started if _alive(int(f.read_text()))]
+    assert not alive, f"kernels of {alive} outlived the interrupt"
+
+
+def test_parallel_chapters_start_longest_first_on_different_workers(tmp_path):
+    """Under ``-n 2`` the notebooks are ordered by their recorded seconds, and the two
+    longest start first, one on each worker (xdist's default would give both to one)."""
+    seconds = {"nb_a": 10, "nb_b": 500, "nb_c": 1, "nb_d": 400}
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "chapter-durations.json").write_text(json.dumps(seconds))
+    _notebooks(tmp_path, {n: f"import os, pathlib, time\n"
+                             f"pathlib.Path('{n}.run').write_text(f'{{time.time()}} {{os.getppid()}}')"
+                          for n in seconds})  # fmt: skip
+    p = _pytest(tmp_path, "-n", "2", *[f"{n}.ipynb" for n in sorted(seconds)])
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out
+    runs = {n: (tmp_path / f"{n}.run").read_text().split() for n in seconds}
+    order = sorted(seconds, key=lambda n: float(runs[n][0]))
+    assert set(order[:2]) == {"nb_b", "nb_d"}, order
+    assert runs["nb_b"][1] != runs["nb_d"][1], runs  # different workers
+
+
+def test_the_timing_table_lists_phases_and_notebooks_and_records_their_seconds(tmp_path):
+    times = tmp_path / "times"
+    times.mkdir()
+    (times / "phases.txt").write_text("environment 0\nlint 5300\nchapters 250400\n")
+    (times / "chapters.xml").write_text(
+        '<testsuites><testsuite><testcase classname="x" name="02_b.ipynb" time="200.4"/>'
+        '<testcase classname="x" name="01_a.ipynb" time="50.0"><failure message="boom"/>'
+        "</testcase></testsuite></testsuites>"
+    )
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "chapter-durations.json").write_text('{"01_a": 70.0, "03_c": 9.0}')
+    table = booktools.timing_table(times, root=tmp_path)
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines() if line.strip()}
+    assert rows["lint"] == ["5"] and rows["chapters"] == ["250"] and rows["total"] == ["256"]
+    assert rows["02_b"] == ["200", "passed"] and rows["01_a"] == ["50", "failure"]
+    recorded = json.loads((tmp_path / ".cache" / "chapter-durations.json").read_text())
+    assert recorded == {"01_a": 70.0, "02_b": 200.4, "03_c": 9.0}  # a failed run: a lower bound
+    (tmp_path / ".cache" / "chapter-durations.json").write_text('{"01_a": 7.0}')
+    booktools.timing_table(times, root=tmp_path)
+    recorded = json.loads((tmp_path / ".cache" / "chapter-durations.json").read_text())
+    assert recorded == {"01_a": 50.0, "02_b": 200.4}
+
+
+def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    env = booktools._worker_env(tmp_path, "ci", "cpu")
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in booktools._worker_env(tmp_path, "ci", "cpu", threads=None)

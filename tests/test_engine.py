@@ -142,6 +142,59 @@ def test_callbacks_and_log_steps():
     assert np.all(h["loss"][-1] < h["loss"][0])
 
 
+def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
+    monkeypatch, tmp_path
+):
+    """BOOK_SMOKE=1: a 30-step run updates the weights exactly as a 2-step run does, logs at
+    the first 3 of the 30-step run's logging steps and its last (at every one, the same
+    history shape, with BOOK_SMOKE_LOGS=all), and writes one JSON line with its seconds per
+    step; a run of at most 2 steps is unchanged. Without it, nothing changes."""
+    import json
+
+    model = EmbMLP(11, 8, 16, 11)
+    X, y = _data()
+    kw = dict(optimizer="adam", lr=1e-2, batch_size=16, log_at=12)
+    cb = {"normE": lambda step, params: params["E"].flatten(1).norm(dim=1)}
+
+    def run(steps):
+        p = build(model, [0, 1, 2])
+        return p, train(model, p, (X, y), steps, callbacks=cb, **kw)
+
+    p2, h2 = run(2)
+    p30, h30 = run(30)
+    log = tmp_path / "smoke.jsonl"
+    monkeypatch.setenv("BOOK_SMOKE_LOG", str(log))
+    monkeypatch.setenv("BOOK_SMOKE", "1")
+    s2, g2 = run(2)
+    s30, g30 = run(30)
+    monkeypatch.setenv("BOOK_SMOKE_LOGS", "all")
+    a30, f30 = run(30)
+    for n in p2:
+        assert torch.equal(s2[n], p2[n]) and torch.equal(s30[n], p2[n])
+        assert torch.equal(a30[n], p2[n]) and not torch.equal(p30[n], p2[n])
+    assert len(h30.steps) > 5 and len(h30.steps) > len(h2.steps)
+    assert g30.steps.tolist() == h30.steps[:3].tolist() + h30.steps[-1:].tolist()
+    assert np.array_equal(f30.steps, h30.steps)
+    assert f30["normE"].shape == h30["normE"].shape and f30["loss"].shape == h30["loss"].shape
+    late = f30.steps >= 2  # frozen weights: the callback reads the 2-step weights throughout
+    assert np.allclose(f30["normE"][late], h2["normE"][-1])
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["steps"], r["run_steps"], len(r["step_s"]), r["K"], r["n_logs_run"]) for r in rows] == [
+        (2, 2, 2, 3, len(h2.steps)), (30, 2, 2, 3, 4), (30, 2, 2, 3, len(h30.steps))]  # fmt: skip
+    assert rows[1]["n_logs"] == len(h30.steps) and all(t > 0 for t in rows[1]["step_s"])
+    monkeypatch.setenv("BOOK_SMOKE", "0")
+    n30, _ = run(30)
+    assert all(torch.equal(n30[n], p30[n]) for n in p30)
+    assert len(log.read_text().splitlines()) == 3  # nothing recorded outside the smoke mode
+    monkeypatch.setenv("BOOK_SMOKE", "yes")
+    with pytest.raises(ConfigError, match="BOOK_SMOKE=1"):
+        run(2)
+    monkeypatch.setenv("BOOK_SMOKE", "1")
+    monkeypatch.setenv("BOOK_SMOKE_LOGS", "some")
+    with pytest.raises(ConfigError, match="BOOK_SMOKE_LOGS=all"):
+        run(2)
+
+
 def test_cross_entropy_per_instance():
     logits = torch.randn(2, 5, 7)
     y = torch.randint(0, 7, (5,))

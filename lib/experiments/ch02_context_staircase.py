@@ -195,7 +195,12 @@ def attention_exception(seeds, climbed, escapes, R1_peak, floor: float) -> str:
         f"plateau (step {', '.join(f'{e:.0f}' for e in escapes[~climbed])}) but its "
         f"anchor embeddings never take the order-1 geometry: R1 peaks at "
         f"{R1_peak[~climbed].max():.2f}, under its noise floor "
-        f"({floor:.2f}), against at least {R1_peak[climbed].min():.2f} in the "
-        "seeds that climbed. That is a non-reproduction of the embedding stair in that seed, "
-        "not of the loss stair."
+        f"({floor:.2f}), "
+        + (
+            f"against at least {R1_peak[climbed].min():.2f} in the seeds that climbed. "
+            if climbed.any()
+            else "and no seed climbed. "
+        )
+        + "That is a non-reproduction of the embedding stair in that seed, not of the loss "
+        "stair."
     )
