@@ -42,6 +42,7 @@ KNOWN_SECONDS = {
     "06_embeddings_matter": 46,
     "07_qk_ov_sharpening": 52,
     "08_qk_rate_and_the_staircase": 46,
+    "09_what_sets_the_order": 70,
     "99_report": 2,
 }
 
