@@ -55,7 +55,7 @@ class Config(ChapterConfig):
         spaced logging steps (:func:`lib.engine.log_grid`).
     stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
         Chapter 2's rate and the fastest at which its factorized runs still converge (its
-        escapes come before step 250, so it needs fewer steps).
+        escapes come before step 250; by step 400 its loss has settled).
     floor_samples: Gaussian draws of the R0/R1 noise floors (``order_noise_floor``).
     conv_frac: the convergence rule, fixed before any number is read: an instance counts
         when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
@@ -102,7 +102,7 @@ class Config(ChapterConfig):
     n_logs: int = 32
     stair_r_grid: tuple[float, ...] = (0.1, 3.0)
     stair_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    stair_steps: int = 300
+    stair_steps: int = 400
     stair_n_logs: int = 24
     floor_samples: int = 4000
     conv_frac: float = 0.1
@@ -112,7 +112,7 @@ class Config(ChapterConfig):
     escape_flat_tol: float = 0.1
     saturated: float = 0.9
     n_boot: int = 2000
-    n_perm: int = 2000
+    n_perm: int = 10000
     alpha: float = 0.05
     stat_seed: int = 0
     control_seed: int = 0
@@ -143,6 +143,7 @@ OVERRIDES = {
         steps=400,
         n_logs=24,
         stair_seeds=(0, 1, 2),
+        stair_steps=300,
         floor_samples=2000,
         n_boot=500,
         n_perm=1000,
