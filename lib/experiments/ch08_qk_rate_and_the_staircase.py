@@ -149,8 +149,9 @@ OVERRIDES = {
         n_perm=1000,
         control_r_grid=(0.1, 1.0, 10.0),
         control_seeds=(0,),
+        control_steps=200,
         stair_control_r_grid=(0.1,),
-        shk_seeds=(0, 1),
+        shk_seeds=(0,),
     ),
     "paper": dict(
         n_keys=24,
