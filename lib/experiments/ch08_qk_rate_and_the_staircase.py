@@ -77,10 +77,10 @@ class Config(ChapterConfig):
         seed permutations of every trend test, its level, and the generator seed of both.
     control_seed: seed of the permutation of the bit-1 signs in the negative control.
     control_r_grid, control_seeds, control_steps: the rates, seeds and steps of the
-        learned-OV control (at least three rates, so that a trend test can be run on it;
-        its bits are memorized by step 200).
+        learned-OV control (at least three rates, so that a trend test can be run on it);
+        both controls memorize their bits, and their R1 settles, within control_steps.
     stair_control_r_grid: the rates of the staircase model's control (control_seeds,
-        stair_steps).
+        control_steps).
     shk_*: the Shakespeare LM (Chapter 7's model and multipliers, at small init):
         d_model, context, MLP width, batch size, steps, Adam lr, the QK multipliers,
         seeds, number of logging steps, tracked characters, skip distances k and the
@@ -98,7 +98,7 @@ class Config(ChapterConfig):
     r_grid: tuple[float, ...] = (0.01, 0.1, 1.0, 3.0, 10.0)
     qk_kinds: tuple[str, ...] = ("factorized", "collapsed")
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    steps: int = 600
+    steps: int = 500
     n_logs: int = 32
     stair_r_grid: tuple[float, ...] = (0.1, 3.0)
     stair_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
