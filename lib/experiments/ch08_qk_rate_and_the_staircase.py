@@ -46,8 +46,8 @@ class Config(ChapterConfig):
     lr: full-batch Adam's learning rate of every weight outside the QK group (Chapter 2's;
         the chapter checks that the two agree).
     r_grid: the ratios r = eta_QK / lr of the learned-OV model, three decades around
-        Chapter 2's 0.1 (five rates, so that an exponent can be fitted on four counted
-        ones even where the fastest rate does not count).
+        Chapter 2's 0.1 (six rates, so that an exponent can be fitted on four counted ones
+        even where the two fastest do not count).
     qk_kinds: the QK parameterizations, one batched run each (``Transformer.qk``).
     seeds: the seeds of the learned-OV runs; an instance's initial weights depend only on
         its seed, so the rates of one seed are paired.
@@ -95,7 +95,7 @@ class Config(ChapterConfig):
     d_hidden: int = 128
     gamma: float = 1.0
     lr: float = 1e-2
-    r_grid: tuple[float, ...] = (0.01, 0.1, 1.0, 3.0, 10.0)
+    r_grid: tuple[float, ...] = (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
     qk_kinds: tuple[str, ...] = ("factorized", "collapsed")
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     steps: int = 500
