@@ -139,7 +139,7 @@ class Config(ChapterConfig):
 
 OVERRIDES = {
     "ci": dict(
-        r_grid=(0.1, 1.0, 10.0),
+        r_grid=(0.1, 10.0),
         seeds=(0, 1),
         steps=400,
         n_logs=24,
