@@ -5,20 +5,23 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 import torch
 
-from lib import tasks
+from lib.env import ConfigError
 from lib.experiments import ch08_qk_rate_and_the_staircase as ex
 from lib.experiments import config
 
 
 def test_gate_blind_keeps_order0_and_removes_bit1_information():
-    data, layout = tasks.gated_parity_bits(12, 12)
-    blind, lay, targets = ex.gate_blind(data, layout, seed=0)
+    task = ex.parity_task(12, 12, d=16, floor_samples=50)
+    data, layout = task.data, task.layout
+    blind, own = ex.gate_blind(task, seed=0)
+    lay = blind.layout
     B = layout.block
     # The order-0 part i_z + a of every label is kept; only the block (bit 1) changes.
-    assert torch.equal(blind.y % B, data.y % B)
-    assert torch.equal(blind.y // B, (lay.bit1 == -1).long())
+    assert torch.equal(blind.data.y % B, data.y % B)
+    assert torch.equal(blind.data.y // B, (lay.bit1 == -1).long())
     # Same multiset of bits, now independent of (gate, anchor parity): each of the four
     # cells has about half of each sign, while the real task is deterministic in them.
     g = (data.X[:, -1] == layout.gates[0]).long()
@@ -28,26 +31,109 @@ def test_gate_blind_keeps_order0_and_removes_bit1_information():
         rows = (2 * g + odd) == cell
         assert abs(float((lay.bit1[rows] == 1).double().mean()) - 0.5) < 0.2
         assert float((layout.bit1[rows] == 1).double().mean()) in (0.0, 1.0)
-    assert set(targets.phis) == {0, 1}
+    # The control is read against the rule's targets and floors; its own targets differ.
+    assert blind.targets is task.targets and blind.floor is task.floor
+    assert set(own.phis) == {0, 1}
+    assert not torch.allclose(own.phis[1], task.targets.phis[1])
 
 
-def test_loglog_slope():
-    r = np.array([0.1, 1.0, 10.0])
-    assert abs(ex.loglog_slope(r, 3 * r**2) - 2) < 1e-12
-    assert np.isnan(ex.loglog_slope(r, [np.inf, np.inf, 1.0]))
+def test_staircase_config_is_chapter_2s_and_refuses_a_mismatch():
+    cfg = config(ex, "ci")
+    cfg2 = ex.staircase_config(cfg)
+    assert cfg2.r in cfg.stair_r_grid
+    with pytest.raises(ConfigError, match="lr="):
+        ex.staircase_config(dataclasses.replace(cfg, lr=3e-3))
+    with pytest.raises(ConfigError, match="stair_r_grid"):
+        ex.staircase_config(dataclasses.replace(cfg, stair_r_grid=(1.0, 3.0)))
 
 
-def test_the_sweep_runs_and_is_summarized_per_instance():
-    cfg = dataclasses.replace(
-        config(ex, "ci"), d_model=16, d_hidden=16, steps=6, n_logs=4, floor_samples=50
+def _small(cfg, **kw):
+    return dataclasses.replace(
+        cfg, d_model=16, d_hidden=16, n_logs=4, floor_samples=50, n_boot=50, **kw
     )
-    data, layout, targets, floor = ex.parity_task(cfg)
-    sw = ex.rate_sweep(cfg, r_grid=(0.1, 1.0), seeds=(0, 1))
+
+
+@pytest.mark.parametrize("ov", ["learned", "identity"])
+def test_the_sweep_runs_and_is_summarized_per_instance(ov):
+    cfg = _small(config(ex, "ci"))
+    task = ex.parity_task(4, 8, cfg.d_model, cfg.floor_samples)
+    sw = ex.rate_sweep((0.1, 1.0), (0, 1))
     for qk in cfg.qk_kinds:
-        model = ex.attention_model(cfg, data, qk)
-        h = ex.train_rates(cfg, model, data, layout, targets, sw, "cpu")
-        ds = ex.stair_summary(h, sw, floor, cfg.delta)
+        model = ex.attention_model(task.data, cfg.d_model, cfg.d_hidden, qk, ov)
+        h = ex.train_rates(cfg, model, task, sw, "cpu", steps=12, n_logs=4)
+        ds = ex.stair_summary(h, sw, task.floor, cfg)
         assert ds["escape1"].dims == ("r", "seed") and ds["escape1"].shape == (2, 2)
-        # Attention starts uniform over the three positions.
+        # Attention starts uniform over the three positions, and W_QK has not moved.
         np.testing.assert_allclose(h["attn"][0], 1 / 3, atol=1e-3)
-        assert np.all(h["qk_drift"][0] == 0)
+        np.testing.assert_allclose(h["attn_max"][0], 1 / 3, atol=1e-3)
+        assert np.all(h["qk_drift"][0] == 0) and np.all(h["qk_norm"][0] > 0)
+        # Twelve steps do not solve the task: nothing converges, so nothing counts.
+        assert not ds["converged"].values.any() and not ds["counted"].values.any()
+        assert np.isnan(ex.where_counted(ds, "R1")).all()
+        table = ex.failed_instances({("m", qk): ds})
+        assert len(table) == 4 and table["qk_norm_converged"].isna().all()
+
+
+def test_counted_needs_convergence_and_a_majority_of_seeds_at_the_rate():
+    cfg = config(ex, "ci")
+    sw = ex.rate_sweep((0.1, 1.0, 10.0), (0, 1, 2))
+    ok, bad = 0.01, 3.0
+    final = np.array([[ok, ok, bad], [ok, bad, bad], [bad, bad, bad]]).ravel()
+
+    class H:  # the few fields stair_summary reads, on a two-step grid
+        steps = np.array([0, 10])
+        metrics = {
+            "R0": np.full((2, 9), 0.5),
+            "R1": np.full((2, 9), 0.1),
+            "bit1": np.full((2, 9), 0.01),
+            "attn_dist": np.zeros((2, 9)),
+            "loss_all": np.stack([np.full(9, 4.0), final]),
+            "attn": np.full((2, 9, 3), 1 / 3),
+            "attn_max": np.full((2, 9), 1 / 3),
+            "qk_norm": np.ones((2, 9)),
+        }
+
+        def __getitem__(self, n):
+            return self.metrics[n]
+
+        def at(self, n, step):
+            return self.metrics[n][-1]
+
+    ds = ex.stair_summary(H(), sw, {0: 0.2, 1: 0.2}, cfg)
+    conv = ds["converged"].values
+    assert conv.tolist() == [[True, True, False], [True, False, False], [False] * 3]
+    # r = 0.1: 2 of 3 seeds converged, so its converged seeds count; r = 1: only 1 of 3.
+    assert ds["counted"].values.tolist() == [[True, True, False], [False] * 3, [False] * 3]
+    np.testing.assert_array_equal(np.isfinite(ex.where_counted(ds, "R1")), ds["counted"].values)
+    share = ex.share_band(np.where(ds["counted"].values, 1.0, np.nan), 50, 0)
+    assert share[0, 0] == 1.0 and np.isnan(share[1:]).all()
+
+
+def test_exponent_reads_only_rates_where_the_premise_holds_in_every_counted_seed():
+    import xarray as xr
+
+    cfg = dataclasses.replace(config(ex, "ci"), min_fit_rates=3, n_boot=100)
+    r = np.array([0.01, 0.1, 1.0, 10.0])
+    seeds = np.arange(4)
+    y = 100 * r[:, None] ** -0.5 * np.ones((1, 4))
+    ds = xr.Dataset(
+        {
+            "y": (("r", "seed"), y),
+            "counted": (("r", "seed"), np.ones((4, 4), dtype=bool)),
+        },
+        coords={"r": r, "seed": seeds},
+    )
+    fit, n = ex.exponent(ds, r, "y", np.ones((4, 4), dtype=bool), cfg)
+    assert n == 4 and fit.value == pytest.approx(-0.5) and fit.lo == pytest.approx(-0.5)
+    premise = np.ones((4, 4), dtype=bool)
+    premise[3, 1] = False  # one seed of the fastest rate breaks the premise: the rate drops
+    fit, n = ex.exponent(ds, r, "y", premise, cfg)
+    assert n == 3 and fit.value == pytest.approx(-0.5)
+    premise[2, 0] = False  # two rates left: fewer than min_fit_rates, so no exponent
+    fit, n = ex.exponent(ds, r, "y", premise, cfg)
+    assert n == 2 and np.isnan(fit.value)
+
+
+def test_failed_table_is_empty_with_its_columns_when_everything_converged():
+    table = ex.failed_instances({})
+    assert len(table) == 0 and "qk_norm_converged" in table.columns

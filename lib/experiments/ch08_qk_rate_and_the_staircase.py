@@ -1,10 +1,14 @@
 """Chapter 8, does faster query-key learning move the context staircase? Config and plumbing.
 
-The chapter trains Chapter 2's attention model on the gated-parity-bit task over a grid of
+The chapter trains two attention models on the gated-parity-bit task over a grid of
 query-key rates r = eta_QK / eta_rest, factorized and collapsed QK, and seeds (one batched
-run per QK parameterization), and reads off per instance the onsets of the order-0 and
-order-1 stairs, the escape from the bit-1 plateau and where the readout position attends.
-A small character-level Shakespeare LM asks the same question of skip-k signature onsets.
+run per model and QK parameterization): the learned-OV model with 12 anchors, whose
+order-1 embedding stair is a race with the value path (Chapter 4), over a dense grid, and
+Chapter 2's staircase model (no value or output weights, Chapter 2's anchors) over a few
+rates. Per instance it reads off whether the run converged, the onsets of the order-0 and
+order-1 stairs, the escape from the bit-1 plateau, where the readout position attends and
+how large W_QK has grown. A small character-level Shakespeare LM asks the same question of
+skip-k signature onsets.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from .. import engine, flow, lm, models, tasks
 from .. import metrics as M
 from .. import signatures as sig
 from .. import staircase as st
+from ..env import ConfigError
 from ..sweep import Sweep
 from . import ChapterConfig
+from . import ch02_context_staircase as ch02
+from . import config as chapter_config
 
 CHAPTER = "08_qk_rate_and_the_staircase"
 
@@ -31,26 +38,50 @@ POSITIONS = ("key", "anchor", "gate")
 class Config(ChapterConfig):
     """Chapter 8 at book scale.
 
-    n_keys, n_anchors: the gated-parity-bit task of Chapter 2 (orders 0 and 1 only).
-    d_model, d_hidden: width of the one-layer attention model and of its ReLU MLP.
-    gamma: the small-init rate, Chapter 2's ``gamma_small`` (weights ~ N(0, d_in^-2 gamma)).
-    lr: full-batch Adam's learning rate of every weight outside the QK group (Chapter 2's).
-    r_grid: the ratios r = eta_QK / lr swept, two decades and more around Chapter 2's 0.1.
+    n_keys, n_anchors: the learned-OV model's gated-parity-bit task (orders 0 and 1 only);
+        12 anchors, the task of Chapter 4's learned-OV contrast. Chapter 2's staircase model
+        takes its task (keys, anchors), width and MLP from Chapter 2's own config.
+    d_model, d_hidden: width of the learned-OV model and of its ReLU MLP.
+    gamma: the small-init rate, Chapter 2's ``gamma`` (weights ~ N(0, d_in^-2 gamma)).
+    lr: full-batch Adam's learning rate of every weight outside the QK group (Chapter 2's;
+        the chapter checks that the two agree).
+    r_grid: the ratios r = eta_QK / lr of the learned-OV model, three decades around
+        Chapter 2's 0.1 (six rates, so that an exponent can be fitted on four counted ones
+        even where the two fastest do not count).
     qk_kinds: the QK parameterizations, one batched run each (``Transformer.qk``).
-    seeds: the seeds of every (r, QK) arm.
-    steps, n_logs: Adam steps of every run; n_logs log-spaced and n_logs evenly spaced
-        logging steps (:func:`lib.engine.log_grid`).
+    seeds: the seeds of the learned-OV runs; an instance's initial weights depend only on
+        its seed, so the rates of one seed are paired.
+    steps, n_logs: Adam steps of the learned-OV runs; n_logs log-spaced and n_logs evenly
+        spaced logging steps (:func:`lib.engine.log_grid`).
+    stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
+        Chapter 2's rate and the fastest at which its factorized runs still converge (its
+        escapes come before step 250; by step 400 its loss has settled). It asks a yes/no
+        question of every instance and fits no exponent, so it has fewer seeds.
     floor_samples: Gaussian draws of the R0/R1 noise floors (``order_noise_floor``).
+    conv_frac: the convergence rule, fixed before any number is read: an instance counts
+        when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
+        model that knew everything but bit 1 would sit at ln 2). A rate counts when more
+        than half of its seeds converged; every statistic reads counted instances of
+        counted rates only, and every figure marks the others.
     delta: total-variation distance from uniform attention at which attention counts as
         having left its quasi-static regime (Chapter 4's delta ball).
     t_early: the early step at which the theory line's scaling of the attention's distance
         from uniform with r is read (after Adam's first steps, before anything saturates).
-    flat_fraction: the escape step "does not depend on r" when its exponent in r is smaller
-        in size than this fraction of the exponent of the step at which attention leaves
-        uniform (the theory line predicts 0 against -1/2; the leave step is the run's own
-        evidence that the fit can see a dependence on r).
+    min_fit_rates: an exponent is fitted only over at least this many counted rates at
+        which the fit's premise holds in every counted seed; otherwise it is not read.
+    escape_flat_tol: the escape step "does not depend on r" when the bootstrap interval of
+        its exponent lies inside +-escape_flat_tol (the chapter's first tolerance, an
+        absolute exponent; the theory line predicts 0).
+    saturated: a readout row counts as saturated when its largest attention weight exceeds
+        this (mean over sequences): the softmax then passes almost no gradient.
+    n_boot, n_perm, alpha, stat_seed: seed-bootstrap resamples of every interval, within-
+        seed permutations of every trend test, its level, and the generator seed of both.
     control_seed: seed of the permutation of the bit-1 signs in the negative control.
-    control_r_grid: the ratios the negative control is run at (factorized QK).
+    control_r_grid, control_seeds, control_steps: the rates, seeds and steps of the
+        learned-OV control (at least three rates, so that a trend test can be run on it);
+        both controls memorize their bits, and their R1 settles, within control_steps.
+    stair_control_r_grid: the rates of the staircase model's control (control_seeds,
+        control_steps).
     shk_*: the Shakespeare LM (Chapter 7's model and multipliers, at small init):
         d_model, context, MLP width, batch size, steps, Adam lr, the QK multipliers,
         seeds, number of logging steps, tracked characters, skip distances k and the
@@ -65,17 +96,31 @@ class Config(ChapterConfig):
     d_hidden: int = 128
     gamma: float = 1.0
     lr: float = 1e-2
-    r_grid: tuple[float, ...] = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+    r_grid: tuple[float, ...] = (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
     qk_kinds: tuple[str, ...] = ("factorized", "collapsed")
-    seeds: tuple[int, ...] = (0, 1, 2)
-    steps: int = 800
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    steps: int = 500
     n_logs: int = 32
+    stair_r_grid: tuple[float, ...] = (0.1, 3.0)
+    stair_seeds: tuple[int, ...] = (0, 1, 2)
+    stair_steps: int = 400
+    stair_n_logs: int = 24
     floor_samples: int = 4000
+    conv_frac: float = 0.1
     delta: float = 0.05
     t_early: int = 10
-    flat_fraction: float = 0.5
+    min_fit_rates: int = 4
+    escape_flat_tol: float = 0.1
+    saturated: float = 0.9
+    n_boot: int = 2000
+    n_perm: int = 10000
+    alpha: float = 0.05
+    stat_seed: int = 0
     control_seed: int = 0
-    control_r_grid: tuple[float, ...] = (0.03, 1.0, 10.0)
+    control_r_grid: tuple[float, ...] = (0.01, 1.0, 10.0)
+    control_seeds: tuple[int, ...] = (0, 1)
+    control_steps: int = 200
+    stair_control_r_grid: tuple[float, ...] = (0.1, 3.0)
     shk_d_model: int = 32
     shk_context: int = 32
     shk_mlp: int = 0
@@ -94,22 +139,30 @@ class Config(ChapterConfig):
 
 OVERRIDES = {
     "ci": dict(
-        r_grid=(0.03, 0.1, 0.3, 1.0, 3.0),
-        seeds=(0,),
-        steps=500,
+        r_grid=(0.1, 10.0),
+        seeds=(0, 1),
+        steps=400,
         n_logs=24,
+        stair_steps=300,
         floor_samples=2000,
-        control_r_grid=(0.03, 3.0),
-        shk_seeds=(0, 1),
+        n_boot=500,
+        n_perm=1000,
+        control_r_grid=(0.1, 1.0, 10.0),
+        control_seeds=(0,),
+        stair_control_r_grid=(0.1,),
+        shk_seeds=(0,),
     ),
     "paper": dict(
         n_keys=24,
         d_model=256,
         d_hidden=256,
-        r_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+        r_grid=(0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
         seeds=(0, 1, 2, 3, 4, 5, 6, 7),
         steps=1500,
         n_logs=48,
+        stair_r_grid=(0.1, 1.0, 3.0, 10.0),
+        stair_seeds=(0, 1, 2, 3, 4, 5, 6, 7),
+        stair_steps=800,
         shk_steps=2000,
         shk_seeds=(0, 1, 2, 3, 4),
     ),
@@ -117,26 +170,55 @@ OVERRIDES = {
 
 
 # ---------------------------------------------------------------------------
-# The task and its negative control
+# The tasks and their negative control
 # ---------------------------------------------------------------------------
 
 
-def parity_task(cfg: Config):
-    """Chapter 2's two-stair task: ``(data, layout, targets, floor)`` (floor per order)."""
-    data, layout = tasks.gated_parity_bits(cfg.n_keys, cfg.n_anchors)
+@dataclass(frozen=True)
+class Task:
+    """A gated-parity-bit task as the chapter reads it: the data, its layout, the order-0/1
+    targets on the anchors and their noise floors (per order)."""
+
+    data: tasks.TaskData
+    layout: tasks.ParityBits
+    targets: st.OrderTargets
+    floor: dict
+
+
+def parity_task(n_keys: int, n_anchors: int, d: int, floor_samples: int) -> Task:
+    """Chapter 2's two-stair task with ``n_keys`` keys and ``n_anchors`` anchors."""
+    data, layout = tasks.gated_parity_bits(n_keys, n_anchors)
     targets = st.parity_targets(data, layout)
-    floor = st.order_noise_floor(targets, d=cfg.d_model, n=cfg.floor_samples)
-    return data, layout, targets, floor
+    floor = st.order_noise_floor(targets, d=d, n=floor_samples)
+    return Task(data, layout, targets, floor)
 
 
-def gate_blind(data, layout, seed: int):
+def staircase_config(cfg: Config):
+    """Chapter 2's config at this chapter's scale: its staircase model (no OV, its anchors)
+    must be trained as there, so its learning rate and init rate must be this chapter's."""
+    cfg2 = chapter_config(ch02, cfg.scale)
+    for name in ("lr", "gamma"):
+        if getattr(cfg2, name) != getattr(cfg, name):
+            raise ConfigError(
+                f"chapter {CHAPTER}: {name}={getattr(cfg, name)} differs from Chapter 2's "
+                f"{getattr(cfg2, name)}; set them equal so the staircase model trains as there"
+            )
+    if cfg2.r not in cfg.stair_r_grid:
+        raise ConfigError(
+            f"chapter {CHAPTER}: stair_r_grid {cfg.stair_r_grid} lacks Chapter 2's r={cfg2.r}"
+        )
+    return cfg2
+
+
+def gate_blind(task: Task, seed: int) -> tuple[Task, st.OrderTargets]:
     """The negative control: the bit-1 signs permuted across sequences, so that neither the
     gate nor the anchor (nor both together) carries information about bit 1.
 
-    Order 0 is untouched (``i_z + a`` is kept), so the first stair should still come. The
-    signatures and the noise floor are counted on the new labels, as for the real task.
-    Returns ``(data, layout, targets, floor_kwargs)`` like :func:`parity_task` without floor.
+    Order 0 is untouched (``i_z + a`` is kept), so the first stair should still come.
+    Returns the control task, read against the *rule's* targets and floors (what must not
+    come is the rule's order-1 geometry), and the shuffled labels' own targets.
     """
+    data, layout = task.data, task.layout
     perm = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
     s1 = layout.bit1[perm]
     y = data.y - layout.block * (layout.bit1 == -1) + layout.block * (s1 == -1)
@@ -147,24 +229,28 @@ def gate_blind(data, layout, seed: int):
     lay = tasks.ParityBits(
         layout.anchors, layout.keys, layout.gates, layout.h, layout.k, layout.block, s1, None
     )
-    return blind, lay, st.parity_targets(blind, lay)
+    return Task(blind, lay, task.targets, task.floor), st.parity_targets(blind, lay)
 
 
 # ---------------------------------------------------------------------------
-# The model, the sweep and its callbacks
+# The models, the sweep and its callbacks
 # ---------------------------------------------------------------------------
 
 
-def attention_model(cfg: Config, data, qk: str) -> models.Transformer:
-    """Chapter 2's attention model: one layer, one head, a ReLU MLP, readout at the gate."""
+def attention_model(
+    data, d_model: int, d_hidden: int, qk: str, ov: str = "learned"
+) -> models.Transformer:
+    """Chapter 2's attention model: one layer, one head, a ReLU MLP, readout at the gate;
+    ``ov="identity"`` is Chapter 2's staircase model, ``"learned"`` the learned-OV one."""
     return models.Transformer(
         data.vocab_size,
-        cfg.d_model,
+        d_model,
         context_len=data.X.shape[1],
         n_layers=1,
         n_out=data.n_labels,
-        d_mlp=cfg.d_hidden,
+        d_mlp=d_hidden,
         qk=qk,
+        ov=ov,
     )
 
 
@@ -177,8 +263,10 @@ def qk_product(model: models.Transformer, params) -> torch.Tensor:
 
 def attention_callbacks(model, X, params0) -> dict:
     """Per instance: the readout row's mean attention on each position ``attn`` (K, L), its
-    total-variation distance from uniform ``attn_dist`` (K,), and the relative change of
-    W_QK, ``qk_drift`` = |W_QK - W_QK(0)| / |W_QK(0)| (K,)."""
+    total-variation distance from uniform ``attn_dist`` (K,), its largest weight
+    ``attn_max`` (K,; mean over sequences: 1 is a saturated softmax), the Frobenius norm of
+    W_QK ``qk_norm`` (K,), and its relative change ``qk_drift`` = |W_QK - W_QK(0)| /
+    |W_QK(0)| (K,)."""
     QK0 = qk_product(model, params0).detach().clone()
     unif = 1.0 / X.shape[-1]
     state: dict = {"step": None}
@@ -187,23 +275,24 @@ def attention_callbacks(model, X, params0) -> dict:
         if state["step"] != step:
             _, A = model.forward(p, X, return_attention=True)
             row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
-            dq = (qk_product(model, p) - QK0).flatten(1).norm(dim=1)
+            W = qk_product(model, p)
             state.update(
                 step=step,
                 attn=row.mean(1),
                 attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
-                qk_drift=dq / QK0.flatten(1).norm(dim=1),
+                attn_max=row.max(-1).values.mean(1),
+                qk_norm=W.flatten(1).norm(dim=1),
+                qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
             )
         return state
 
-    return {
-        n: (lambda step, p, n=n: measure(step, p)[n]) for n in ("attn", "attn_dist", "qk_drift")
-    }
+    names = ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift")
+    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
 
 
-def rate_sweep(cfg: Config, r_grid=None, seeds=None) -> Sweep:
-    """The (r, seed) grid of one run; the same for both QK parameterizations."""
-    return Sweep(r=list(r_grid or cfg.r_grid), seed=list(seeds or cfg.seeds))
+def rate_sweep(r_grid, seeds) -> Sweep:
+    """The (r, seed) grid of one run."""
+    return Sweep(r=list(r_grid), seed=list(seeds))
 
 
 def signature_callbacks(targets, E0, prefix: str) -> dict:
@@ -222,7 +311,15 @@ def signature_callbacks(targets, E0, prefix: str) -> dict:
 
 
 def train_rates(
-    cfg: Config, model, data, layout, targets, sw: Sweep, device, desc="train", also=None
+    cfg: Config,
+    model,
+    task: Task,
+    sw: Sweep,
+    device,
+    steps: int,
+    n_logs: int,
+    desc="train",
+    also=None,
 ):
     """One batched full-batch Adam run of ``model`` over the (r, seed) grid ``sw``.
 
@@ -234,8 +331,8 @@ def train_rates(
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     with torch.no_grad():
         params["P"].zero_()
-    X, y = data.X.to(device), data.y.to(device)
-    callbacks = st.bit_callbacks(model, data, layout, targets, params["E"])
+    X, y = task.data.X.to(device), task.data.y.to(device)
+    callbacks = st.bit_callbacks(model, task.data, task.layout, task.targets, params["E"])
     callbacks.update(attention_callbacks(model, X, params))
     for prefix, extra in (also or {}).items():
         callbacks.update(signature_callbacks(extra, params["E"], prefix))
@@ -243,11 +340,11 @@ def train_rates(
         model,
         params,
         (X, y),
-        cfg.steps,
+        steps,
         optimizer="adam",
         lr=cfg.lr,
         group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(cfg.steps, cfg.n_logs, extra=[cfg.t_early]),
+        log_at=engine.log_grid(steps, n_logs, extra=[cfg.t_early]),
         callbacks=callbacks,
         frozen=("P",),
         desc=desc,
@@ -263,15 +360,20 @@ def _median_where(v: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def stair_summary(h, sw: Sweep, floor: dict, delta: float):
+def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     """The per-instance numbers of one run as an ``xarray.Dataset`` over the sweep axes.
 
+    ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
+    ``counted`` (converged, at a rate where more than half of the seeds converged),
     ``onset0``, ``onset1`` (:func:`lib.staircase.stair_onsets`, ``inf``: never above its
-    floor), ``escape1`` (:func:`lib.staircase.escape_steps`), ``leave`` (first logged step
-    at which the readout row's distance from uniform reaches ``delta``; ``inf``: never),
-    attention on the gate and on the anchor at init, on the bit-1 plateau (median over
-    :func:`lib.staircase.plateau_mask`) and at the end, final ``R0``, ``R1``, ``loss``,
-    and the peak of ``R1``.
+    floor), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.staircase.escape_steps`),
+    ``leave`` (first logged step at which the readout row's distance from uniform reaches
+    ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
+    plateau (median over :func:`lib.staircase.plateau_mask`) and at the end, final ``R0``,
+    ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
+    (``loss_peak``), and at the end the readout's largest attention weight
+    (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
+    ``cfg.t_early``).
     """
     import xarray as xr
 
@@ -279,19 +381,30 @@ def stair_summary(h, sw: Sweep, floor: dict, delta: float):
     on0 = st.stair_onsets(steps, h["R0"], floor[0])
     on1 = st.stair_onsets(steps, h["R1"], floor[1])
     esc = st.escape_steps(steps, h["bit1"])
-    leave = M.onset_step(steps, h["attn_dist"], delta).numpy()
+    leave = M.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
     plateau = st.plateau_mask(steps, h["bit1"], on0)
+    converged = h["loss_all"][-1] < cfg.conv_frac * np.log(2)
+    conv_rs = converged.reshape(sw.shape)  # (r, seed)
+    rate_counts = conv_rs.mean(1) > 0.5
     A = h["attn"]  # (n_logs, K, L)
     out = {
+        "converged": converged,
+        "counted": (conv_rs & rate_counts[:, None]).ravel(),
         "onset0": on0,
         "onset1": on1,
+        "climbed": np.isfinite(on1),
         "escape1": esc,
         "leave": np.where(np.isnan(leave), np.inf, leave),
         "R0": h["R0"][-1],
         "R1": h["R1"][-1],
         "R1_peak": np.nanmax(h["R1"], 0),
         "loss": h["loss_all"][-1],
+        "loss_peak": h["loss_all"][1:].max(0),
         "bit1_loss": h["bit1"][-1],
+        "attn_max_end": h["attn_max"][-1],
+        "qk_norm_end": h["qk_norm"][-1],
+        "qk_norm_early": h.at("qk_norm", cfg.t_early),
+        "D_early": h.at("attn_dist", cfg.t_early),
     }
     for j, pos in enumerate(POSITIONS):
         out[f"{pos}_init"] = A[0, :, j]
@@ -300,21 +413,80 @@ def stair_summary(h, sw: Sweep, floor: dict, delta: float):
     return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()})
 
 
+def where_counted(ds, name: str) -> np.ndarray:
+    """``ds[name]`` as an (r, seed) float array with NaN where the instance does not count."""
+    return np.where(ds["counted"].values, ds[name].values.astype(float), np.nan)
+
+
 def per_instance_table(summaries: dict, names):
-    """One row per (QK, r, seed) of the runs' summaries (``{qk: Dataset}``)."""
+    """One row per (arm, r, seed) of the runs' summaries (``{arm: Dataset}``)."""
     import pandas as pd
 
-    rows = [summaries[qk][list(names)].to_dataframe().assign(qk=qk) for qk in summaries]
-    return pd.concat(rows).reset_index().set_index(["qk", "r", "seed"])
+    rows = [summaries[a][list(names)].to_dataframe().assign(arm=a) for a in summaries]
+    return pd.concat(rows).reset_index().set_index(["arm", "r", "seed"])
 
 
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of log y against log x over the finite pairs (NaN if < 2)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+def share_band(flags: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -> np.ndarray:
+    """Per rate, the share of the counted instances that are True, with its bootstrap
+    interval over seeds: ``flags`` is (r, seed) with NaN where an instance does not count;
+    returns (r, 3) rows of (share, lo, hi), NaN at a rate without counted instances."""
+    out = np.full((flags.shape[0], 3), np.nan)
+    for i, row in enumerate(flags):
+        if not np.isfinite(row).any():
+            continue
+
+        def share(idx, row=row):
+            picked = row[idx]
+            ok = np.isfinite(picked)
+            return float(picked[ok].mean()) if ok.any() else np.nan
+
+        out[i] = M.seed_bootstrap(share, len(row), n_boot, seed, level)
+    return out
+
+
+def failed_instances(summaries: dict):
+    """Every instance that did not converge, one row each (``{(model, qk): Dataset}``): its
+    final and peak loss, the readout's largest attention weight and the norm of W_QK at the
+    end, and the median norm of W_QK over the seeds that converged at the same rate (NaN
+    where none did)."""
+    import pandas as pd
+
+    rows = []
+    for (name, qk), ds in summaries.items():
+        for r in ds["r"].values:
+            at = ds.sel(r=r)
+            ok = at["converged"].values
+            ref = float(np.median(at["qk_norm_end"].values[ok])) if ok.any() else np.nan
+            for s in at["seed"].values[~ok]:
+                one = at.sel(seed=s)
+                rows.append(
+                    {
+                        "model": name,
+                        "qk": qk,
+                        "r": float(r),
+                        "seed": int(s),
+                        "final_loss": float(one["loss"]),
+                        "peak_loss": float(one["loss_peak"]),
+                        "attn_max": float(one["attn_max_end"]),
+                        "qk_norm": float(one["qk_norm_end"]),
+                        "qk_norm_converged": ref,
+                    }
+                )
+    cols = ["model", "qk", "r", "seed", "final_loss", "peak_loss", "attn_max", "qk_norm"]
+    return pd.DataFrame(rows, columns=[*cols, "qk_norm_converged"])
+
+
+def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
+    """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
+    (:func:`lib.metrics.loglog_exponent`), over the counted rates at which ``premise``
+    ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
+    exponent is NaN where fewer than ``cfg.min_fit_rates`` rates qualify."""
+    Y = where_counted(ds, name)
+    cnt = ds["counted"].values
+    ok = cnt.any(1) & np.all(premise | ~cnt, axis=1)
+    Y[~ok] = np.nan
+    fit = M.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
+    return fit, int(ok.sum())
 
 
 # ---------------------------------------------------------------------------
@@ -403,7 +575,9 @@ __all__ = [
     "Config",
     "OVERRIDES",
     "POSITIONS",
+    "Task",
     "parity_task",
+    "staircase_config",
     "gate_blind",
     "attention_model",
     "qk_product",
@@ -412,8 +586,11 @@ __all__ = [
     "train_rates",
     "signature_callbacks",
     "stair_summary",
+    "where_counted",
     "per_instance_table",
-    "loglog_slope",
+    "share_band",
+    "failed_instances",
+    "exponent",
     "shakespeare_stream",
     "shakespeare_run",
     "skip_onsets",
