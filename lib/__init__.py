@@ -16,7 +16,8 @@ and ``reduced`` (their reduced two-scalar theory). The book: ``experiments`` (on
 per chapter, ``experiments.chNN_name``: its typed ``Config`` and plumbing, and
 ``announce``), ``claims`` (what each chapter checks, for the reproduction report),
 ``page`` (gluing a section's numbers into its Markdown),
-``booktools`` (the build) and ``bench`` (speed, as ratios). Chapters import what they
+``booktools`` (the build's command line; its code is ``book``, one module per
+concern) and ``bench`` (speed, as ratios). Chapters import what they
 need: ``from lib import signatures as sig``.
 """
 

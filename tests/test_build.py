@@ -313,7 +313,7 @@ def test_the_timing_table_lists_phases_and_notebooks_and_records_their_seconds(t
 
 def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    env = booktools._worker_env(tmp_path, "ci", "cpu")
+    env = booktools.worker_env(tmp_path, "ci", "cpu")
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in booktools._worker_env(tmp_path, "ci", "cpu", threads=None)
+    assert "OMP_WAIT_POLICY" not in booktools.worker_env(tmp_path, "ci", "cpu", threads=None)

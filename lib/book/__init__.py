@@ -1,0 +1,33 @@
+"""Build plumbing for the book, called by the Makefile (``python -m lib.booktools CMD``).
+
+The book never shows outputs from other code, another scale or another version, and a
+rebuild executes only what changed:
+
+* ``execute``: every chapter has a **stamp**, a hash of what its outputs depend on: its
+  own source; the ``lib`` modules it imports, transitively (found by parsing the
+  imports); every other file in ``lib/``; ``pyproject.toml`` and the requirements files;
+  the name and version of every installed distribution; the Python version; the scale
+  and the device. A chapter whose executed notebook is missing or carries another stamp
+  is executed again, the stale ones in parallel (one worker per core, torch on one
+  thread each, the longest chapter first). A notebook is written only when its
+  execution finished, atomically, so an interrupted run leaves nothing half-done and a
+  rerun recovers. Ctrl-C stops every worker and kernel.
+* ``stage``: a copy of the book whose chapters are the executed notebooks, with
+  execution off. Sphinx re-reads a page when its file changes, and a notebook changes
+  exactly when it was executed again, so a page is re-read if and only if its outputs
+  may differ. A notebook without outputs is refused, and named.
+* ``convert``: chapters are jupytext MyST-Markdown; nbmake and ruff read ``.ipynb``.
+  A chapter whose header is not MyST (which would silently turn its code cells into
+  Markdown) or that has no code cell is refused.
+* ``times``: the table of seconds per phase and per notebook that ``make test`` prints.
+
+Every command holds a lock on its output folder, so two runs in one checkout serialize
+instead of clobbering each other.
+
+Modules, one concern each: ``notebook`` (chapters as notebooks: read, convert, execute one;
+imports nothing from ``lib``, so a worker process loads it alone), ``stamps`` (hashes of what
+a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM), ``execute``
+(the stale chapters, through the pool), ``mathjax`` and ``fold`` (what staging copies and
+folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``) and ``cli``
+(the command line). :mod:`lib.booktools` gathers them in one namespace.
+"""

@@ -1,0 +1,68 @@
+"""The command line: ``python -m lib.booktools execute|convert|stage|times ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .execute import execute
+from .notebook import ROOT, BuildError, convert
+from .stage import stage
+from .timing import timing_table
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..env import ConfigError, get_device, get_scale, scale_warning
+
+    ap = argparse.ArgumentParser(
+        prog="python -m lib.booktools", description=sys.modules[__package__].__doc__.split("\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("execute", help="execute the stale chapters")
+    ex.add_argument("out", type=Path)
+    ex.add_argument("--only", nargs="*", default=None, help="chapter numbers or stems")
+    ex.add_argument("--workers", type=int, default=None)
+    ex.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    cv = sub.add_parser("convert", help="write every chapter as .ipynb")
+    cv.add_argument("out", type=Path)
+    st = sub.add_parser("stage", help="stage executed notebooks as a book")
+    st.add_argument("executed", type=Path)
+    st.add_argument("out", type=Path)
+    st.add_argument("--partial", action="store_true", help="stage unexecuted chapters as source")
+    st.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    st.add_argument("--doctrees", type=Path, default=None, help="Sphinx's saved environment")
+    tt = sub.add_parser("times", help="print the timing table of `make test`")
+    tt.add_argument("times", type=Path, help="the folder of phases.txt and the JUnit files")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "times":
+            print(timing_table(args.times))
+        elif args.cmd == "execute":
+            scale, device = get_scale(), get_device()
+            warning = scale_warning(scale, device)
+            if warning:
+                print(warning, file=sys.stderr)
+            device = str(device)
+            status = execute(
+                args.out, scale, device, args.root, only=args.only or None, workers=args.workers
+            )
+            fresh = sum(v == "up to date" for v in status.values())
+            print(f"{len(status)} chapter(s) ready in {args.out} ({fresh} up to date)")
+        elif args.cmd == "convert":
+            for p in convert(args.out):
+                print(f"converted {p}")
+        elif args.cmd == "stage":
+            print(
+                f"staged {stage(args.executed, args.out, args.root, args.partial, args.doctrees)}"
+            )
+    except (ConfigError, BuildError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "interrupted: nothing half-written was kept; run the same command again",
+            file=sys.stderr,
+        )
+        return 130
+    return 0

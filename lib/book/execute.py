@@ -1,0 +1,102 @@
+"""``execute``: the stale chapters, found by their stamps, run in the pool of workers; the
+report page after the others, on the claims they recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .notebook import ROOT, BuildError, atomic_write, chapters
+from .pool import Job, Pool, run_pool, worker_env
+from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
+
+
+def _durations_path(out_dir: Path) -> Path:
+    return out_dir / "durations.json"
+
+
+REPORT_PREFIX = "99_"  # pages that gather what the chapters recorded: executed after them
+
+
+def _claims_digest(claims: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(claims.glob("*.json")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def execute(
+    out_dir: Path,
+    scale: str,
+    device: str,
+    root: Path = ROOT,
+    only: list[str] | None = None,
+    workers: int | None = None,
+    threads: int | None = 1,
+    log=print,
+) -> dict[str, str]:
+    """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
+
+    ``only``: chapter stems or prefixes (``"07"``) to consider; the others are left as
+    they are. ``workers``: chapters at a time (default: one per core); ``threads``: torch
+    threads per worker (``None``: torch's default, every core). Chapters record their
+    claims in ``out_dir/claims``; a report page (stem ``99_...``) runs after the others,
+    and its stamp includes those claims. Raises :class:`BuildError` naming every chapter
+    whose execution failed.
+    """
+    from filelock import FileLock
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    claims = out_dir.resolve() / "claims"  # absolute: the kernels run in the book's root
+    with FileLock(str(out_dir / ".lock")):
+        env_fp = environment_fingerprint()
+        selected = [
+            md
+            for md in chapters(root)
+            if not only or any(md.stem == o or md.stem.startswith(o) for o in only)
+        ]
+        if only and not selected:
+            raise BuildError(
+                f"no chapter matches {only}; chapters are {[m.stem for m in chapters(root)]}"
+            )
+        durations = {}
+        if _durations_path(out_dir).exists():
+            durations = json.loads(_durations_path(out_dir).read_text())
+        status: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        env = dict(worker_env(root, scale, device, threads), BOOK_CLAIMS_DIR=str(claims))
+        pool = Pool(env, root, log_dir=out_dir, workers=workers, log=log)
+        for group in (
+            [m for m in selected if not m.stem.startswith(REPORT_PREFIX)],
+            [m for m in selected if m.stem.startswith(REPORT_PREFIX)],
+        ):
+            extra = (
+                ""
+                if not group or not group[0].stem.startswith(REPORT_PREFIX)
+                else _claims_digest(claims)
+            )
+            todo = []
+            for md in group:
+                stamp = chapter_stamp(md, scale, device, root, env=env_fp + extra)
+                out = out_dir / f"{md.stem}.ipynb"
+                if notebook_stamp(out) == stamp:
+                    status[md.stem] = "up to date"
+                else:
+                    todo.append(Job(md, out, stamp))
+            todo.sort(key=lambda j: -durations.get(j.md.stem, 0.0))  # longest first
+            done = run_pool(todo, pool, what=f"at BOOK_SCALE={scale} on {device}")
+            durations.update(done.seconds)
+            status.update(dict.fromkeys(done.seconds, "executed"))
+            failed.update(done.failed)
+            if failed:
+                break
+        atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
+        if failed:
+            lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
+            raise BuildError(
+                f"{len(failed)} chapter(s) failed to execute (run `make chapter CH=NN` to "
+                f"rerun one):\n{lines}"
+            )
+        return status

@@ -1,0 +1,72 @@
+"""Staging: a copy of the book whose chapters are the executed notebooks, execution off."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from .fold import stage_notebook
+from .mathjax import stage_mathjax
+from .notebook import ROOT, BuildError, chapters
+
+BOOK_FILES = ("_config.yml", "_toc.yml", "index.md", "references.bib", "_ext/book_ext.py")
+
+
+def _copy_if_changed(src: Path, dst: Path) -> bool:
+    if dst.exists() and dst.read_bytes() == src.read_bytes():
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dst)
+    return True
+
+
+def stage(
+    executed: Path,
+    out: Path,
+    root: Path = ROOT,
+    partial: bool = False,
+    doctrees: Path | None = None,
+) -> Path:
+    """A copy of the book whose chapters are the executed notebooks, with execution off.
+
+    Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
+    notebooks were executed again. With ``partial`` (``make chapter``), a chapter never
+    executed is staged as its source, a page without outputs, and said so. When a
+    book-wide file changed (the config, the toc, the Sphinx extension), Sphinx's saved
+    environment ``doctrees`` is removed, so that every page is read again.
+    """
+    config = (root / "_config.yml").read_text()
+    if 'execute_notebooks: "off"' not in config:
+        raise BuildError(
+            "_config.yml must set 'execute_notebooks: \"off\"': chapters are executed by "
+            "lib.booktools, never by jupyter-book"
+        )
+    changed = [n for n in BOOK_FILES if (root / n).exists() and _copy_if_changed(root / n, out / n)]
+    if changed and doctrees is not None and doctrees.exists():
+        print(f"{', '.join(changed)} changed: every page is read again")
+        shutil.rmtree(doctrees)
+    shutil.rmtree(out / "_static" / "mathjax", ignore_errors=True)  # an earlier layout
+    stage_mathjax(out / "_extra" / "mathjax")
+    wanted = set()
+    for md in chapters(root):
+        nb = executed / f"{md.stem}.ipynb"
+        if not nb.exists() and partial:
+            print(f"{md.stem} is not executed yet: its page shows the code without outputs")
+            nb = md
+        elif not nb.exists():
+            raise BuildError(f"{nb} does not exist: execute chapter {md.stem} first")
+        else:
+            cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+            code = [c for c in cells if c["cell_type"] == "code" and c["source"]]
+            if not any(c.get("outputs") for c in code):
+                raise BuildError(f"{nb} has no outputs: it was never executed")
+        if nb.suffix == ".ipynb":
+            stage_notebook(nb, out / "chapters" / nb.name)
+        else:
+            _copy_if_changed(nb, out / "chapters" / nb.name)
+        wanted.add(nb.name)
+    for old in (out / "chapters").glob("*"):
+        if old.name not in wanted:
+            old.unlink()
+    return out
