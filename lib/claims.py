@@ -237,6 +237,23 @@ BADGES = {
 }
 
 
+def _status_cell(c: Claim) -> str:
+    """The status, marked when it was not asserted (a smoke run, or ``as measured``)."""
+    return c.status + (
+        f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
+        if c.smoke_verdict
+        else " (smoke run)"
+        if c.smoke
+        else " (reported, not asserted)"
+        if c.verdict == AS_MEASURED
+        else ""
+    )
+
+
+def _held(c: Claim) -> str:
+    return f"{sum(c.holds)}/{len(c.holds)}"
+
+
 def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool = True) -> str:
     """A MyST Markdown table of claims, for a chapter's end and for the report page."""
     head = ["claim", "label", "status", "measured: mean [min, max]", "held (seeds or cases)"]
@@ -245,16 +262,7 @@ def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool 
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
-        status = c.status + (
-            f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
-            if c.smoke_verdict
-            else " (smoke run)"
-            if c.smoke
-            else " (reported, not asserted)"
-            if c.verdict == AS_MEASURED
-            else ""
-        )
-        cells = [text, BADGES[c.label], status, c.summary(), f"{sum(c.holds)}/{len(c.holds)}"]
+        cells = [text, BADGES[c.label], _status_cell(c), c.summary(), _held(c)]
         if chapter_column:
             cells.insert(0, c.chapter.split("_", 1)[0])
         lines.append("| " + " | ".join(cells) + " |")
@@ -291,3 +299,50 @@ def load(chapters: Sequence[str], directory: Path | None = None) -> list[Claim]:
             raise ClaimError(f"{ch} recorded an empty list of claims")
         out += [Claim(**r) for r in rows]
     return out
+
+
+SHORT = ("partly", "not reproduced")  # the statuses the report lists first
+# The statuses from best to worst: the columns of the report's summary and its bars.
+RANKED = ("reproduced", "new result", "partly", "not reproduced")
+
+
+def counts_by_chapter(rows: Sequence[Claim], chapters: Sequence[str]):
+    """How many claims each chapter has with each status: a DataFrame indexed by chapter
+    stem (in the order of ``chapters``), with the columns ``claims`` (all), one per status
+    (in the order of :data:`RANKED`), and ``not asserted`` (verdict ``as measured``, smoke runs
+    included). Raises :class:`ClaimError` for a claim of a chapter not in ``chapters``."""
+    import pandas as pd
+
+    unknown = sorted({c.chapter for c in rows} - set(chapters))
+    if unknown:
+        raise ClaimError(f"claims of chapters not in the list: {unknown}")
+    cols = ["claims", *RANKED, "not asserted"]
+    table = pd.DataFrame(0, index=pd.Index(list(chapters), name="chapter"), columns=cols)
+    for c in rows:
+        table.loc[c.chapter, ["claims", c.status]] += 1
+        table.loc[c.chapter, "not asserted"] += c.verdict == AS_MEASURED
+    return table
+
+
+def counts_table(counts) -> str:
+    """:func:`counts_by_chapter` as a MyST Markdown table: each chapter linked to its page,
+    and a last row with the totals."""
+    cols = list(counts.columns)
+    lines = ["| chapter | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for stem, row in counts.iterrows():
+        lines.append(
+            f"| {{doc}}`/chapters/{stem}` | " + " | ".join(str(int(row[c])) for c in cols) + " |"
+        )
+    total = counts.sum()
+    lines.append("| all | " + " | ".join(f"**{int(total[c])}**" for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def claims_list(rows: Sequence[Claim]) -> str:
+    """A MyST bullet list of claims: the chapter's number, the claim linked to its section,
+    its status and the seeds (or cases) in which it held."""
+    return "\n".join(
+        f"* {c.chapter.split('_', 1)[0]}: {c.text} ({{ref}}`{c.section}`): "
+        f"*{_status_cell(c)}*, held {_held(c)}"
+        for c in rows
+    )

@@ -48,6 +48,13 @@ PARAMETERIZATION_COLORS = {
     "FAFO": _DARK[4],
     "CACO": _DARK[5],
 }
+# The statuses of a claim (lib.claims.STATUSES), on the reproduction report.
+STATUS_COLORS = {
+    "reproduced": _CB[2],
+    "new result": _CB[0],
+    "partly": _CB[8],
+    "not reproduced": _CB[3],
+}
 SIMILARITY_CMAP = "RdBu_r"
 # Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.
 HISTOGRAM_CMAP = "coolwarm"

@@ -120,3 +120,27 @@ def test_the_smoke_mode_records_every_claim_without_asserting_it(tmp_path, monke
     monkeypatch.setenv("BOOK_SMOKE", "0")
     with pytest.raises(claims.ClaimError, match="measurements say 'partly'"):
         claims.Ledger("02_x").section("s", label="recon").check("c", "c", holds=[True, False])
+
+
+def test_the_report_summary_counts_each_claim_once_per_chapter_and_lists_the_short_ones():
+    led = claims.Ledger("01_a").section("sec-a", label="recon")
+    led.check("full", "held everywhere", holds=[1, 1])
+    led.check("some", "held in one seed", holds=[1, 0], verdict="partly")
+    led.check("none", "held nowhere", holds=[0, 0], verdict="as measured")
+    new = claims.Ledger("02_b").section("sec-b", label="new")
+    new.check("n", "a new result", holds=[1])
+    rows = led.claims + new.claims
+    counts = claims.counts_by_chapter(rows, ["01_a", "02_b", "03_c"])
+    assert counts.loc["01_a"].to_dict() == {
+        "claims": 3, "reproduced": 1, "partly": 1, "not reproduced": 1, "new result": 0,
+        "not asserted": 1,
+    }  # fmt: skip
+    assert counts.loc["02_b", "new result"] == 1 and counts.loc["03_c"].sum() == 0
+    md = claims.counts_table(counts)
+    assert md.count("\n") == 5 and "{doc}`/chapters/03_c`" in md and "| **4** |" in md
+    short = [c for c in rows if c.status in claims.SHORT]
+    listed = claims.claims_list(short)
+    assert [c.id for c in short] == ["some", "none"] and listed.count("\n* ") == 1
+    assert "{ref}`sec-a`" in listed and "held 1/2" in listed and "not asserted" in listed
+    with pytest.raises(claims.ClaimError, match="02_b"):
+        claims.counts_by_chapter(rows, ["01_a"])
