@@ -5,14 +5,22 @@ scores it on *held-out groups* (here: held-out anchors). A feature that the repr
 carries along a shared direction is read off an anchor the probe never saw; a feature that is
 only memorized anchor by anchor (twelve random vectors, which any linear map can label at will)
 is not, and scores at chance. :func:`bit_probe_callbacks` logs where bit 1 of the
-gated-parity-bit task lives during training (:func:`lib.staircase.bit_callbacks` logs the rest).
+gated-parity-bit task lives during training (:func:`lib.staircase.bit_callbacks` logs the rest);
+:func:`anchor_probe_callbacks` reads, from the anchor rows alone, the anchor feature of each
+bit (Chapter 2: whether a model that learned bit 2 put it in its embeddings);
+:func:`attention_spread_callbacks` logs how far a model's attention has moved off uniform.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["heldout_probe", "bit_probe_callbacks"]
+__all__ = [
+    "heldout_probe",
+    "bit_probe_callbacks",
+    "anchor_probe_callbacks",
+    "attention_spread_callbacks",
+]
 
 
 def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
@@ -103,3 +111,54 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
 
     names = ["probe_E", "probe_attn", "probe_mlp"] + (["R1_ov"] if learned_ov else [])
     return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+
+
+def anchor_features(layout) -> dict:
+    """The anchor feature each bit of :func:`lib.tasks.gated_parity_bits` reads, +-1 per anchor:
+    ``{1: a odd}``, and ``{2: ceil(a/2) odd}`` when the task has bit 2."""
+    a = torch.as_tensor(list(layout.anchors))
+    out = {1: torch.where(a % 2 == 1, 1.0, -1.0)}
+    if layout.bit2 is not None:
+        out[2] = torch.where(((a + 1) // 2) % 2 == 1, 1.0, -1.0)
+    return out
+
+
+def anchor_probe_callbacks(layout, emb: str = "E") -> dict:
+    """Callbacks ``probe_E{j}``, per instance ``(K,)``: the held-out-anchor probe
+    (:func:`heldout_probe`, each anchor its own group) of bit j's anchor feature
+    (:func:`anchor_features`) from the anchors' rows of ``params[emb]``.
+
+    Near 1: the rows share a code of the feature, the geometry of stair j. Near 0.5 or
+    below: none (below: an ordinal code, see :func:`bit_probe_callbacks`).
+    """
+    anchors = list(layout.anchors)
+    feats = anchor_features(layout)
+    state: dict = {"step": None}
+
+    def measure(step, params):
+        if state["step"] != step:
+            state["step"] = step
+            rows = params[emb][:, anchors]
+            state["v"] = {
+                f"probe_E{j}": heldout_probe(rows, f.to(rows.device), range(len(anchors)))
+                for j, f in feats.items()
+            }
+        return state["v"]
+
+    return {f"probe_E{j}": (lambda step, p, j=j: measure(step, p)[f"probe_E{j}"]) for j in feats}
+
+
+def attention_spread_callbacks(model, X) -> dict:
+    r"""Callback ``attn_tv``, per instance ``(K,)``: how far attention is from uniform on ``X``.
+
+    The total-variation distance :math:`\tfrac12\sum_j |A_j - 1/L|` of the readout's
+    attention row from the uniform one, averaged over the sequences of ``X``: 0 at uniform
+    attention (the small-init limit), 1 - 1/L at most. ``model.forward(params, X,
+    return_attention=True)`` must return ``(logits, A)`` with ``A`` of shape ``(K, B, L)``.
+    """
+
+    def tv(step, params):
+        _, A = model.forward(params, X, return_attention=True)
+        return 0.5 * (A - 1.0 / A.shape[-1]).abs().sum(-1).mean(-1)
+
+    return {"attn_tv": tv}

@@ -57,6 +57,7 @@ def test_the_library_has_the_models_the_book_uses():
     names = set(IDS)
     assert {
         "EmbMLP",
+        "AttnEmbMLP",
         "LinearEmb",
         "Transformer",
         "SingleQueryAttention",

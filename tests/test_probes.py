@@ -103,3 +103,41 @@ def test_stability_passes_a_copy_and_fails_a_shift_or_a_flipped_verdict():
     out = st.stability(steps, base, flipped, tol=5)
     assert out["same_verdict"].tolist() == [True, False] and not out["holds"][1]
     assert st.log_step_shift(steps, [np.inf], [np.inf]).tolist() == [0]
+
+
+def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
+    from lib.probes import anchor_features, anchor_probe_callbacks
+
+    data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=12, order2=True)
+    feats = anchor_features(lay)
+    assert feats[1].tolist()[:4] == [1.0, -1.0, 1.0, -1.0]
+    assert feats[2].tolist()[:4] == [1.0, 1.0, -1.0, -1.0]  # ceil(a/2) odd for a = 1, 2
+    assert set(anchor_features(tasks.gated_parity_bits(n_keys=4, n_anchors=8)[1])) == {1}
+    gen = torch.Generator().manual_seed(0)
+    E = torch.randn(256, data.vocab_size, 32, generator=gen, dtype=torch.float64)
+    cb = anchor_probe_callbacks(lay)
+    v = {n: f(0, {"E": E}) for n, f in cb.items()}
+    assert set(v) == {"probe_E1", "probe_E2"} and v["probe_E1"].shape == (256,)
+    assert all(abs(t.mean().item() - 0.5) < 0.06 for t in v.values())  # random rows: chance
+    planted = E.clone()
+    u = torch.randn(32, generator=gen, dtype=torch.float64)
+    planted[:, lay.anchors] += 0.6 * feats[2][None, :, None].double() * u
+    w = {n: f(1, {"E": planted}) for n, f in cb.items()}
+    # the bit-2 code is read off held-out anchors; it says nothing about bit 1's feature
+    assert w["probe_E2"].mean().item() > 0.95 and w["probe_E1"].mean().item() < 0.56
+
+
+@pytest.mark.parametrize("per_instance", [False, True], ids=["shared", "per-instance"])
+def test_attention_spread_is_zero_at_uniform_attention_and_grows_off_it(per_instance):
+    from lib.init import init_params
+    from lib.probes import attention_spread_callbacks
+
+    model = models.AttnEmbMLP.example()
+    p = init_params(model.specs(), [1, 2, 3], gamma=0.2, dtype=torch.float64)
+    shape = (3, 6, 5) if per_instance else (6, 5)
+    X = torch.randint(0, model.vocab_size, shape, generator=torch.Generator().manual_seed(0))
+    tv = attention_spread_callbacks(model, X)["attn_tv"]
+    flat = tv(0, {**p, "Q": torch.zeros_like(p["Q"])})
+    assert flat.shape == (3,) and flat.abs().max().item() < 1e-12
+    sharp = tv(0, {**p, "Q": 50 * p["Q"]})
+    assert (sharp > 0.2).all() and (sharp <= 1 - 1 / 5 + 1e-12).all()
