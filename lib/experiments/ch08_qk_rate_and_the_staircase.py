@@ -13,6 +13,7 @@ skip-k signature onsets.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,9 +270,12 @@ def attention_callbacks(model, X, params0) -> dict:
     |W_QK(0)| (K,)."""
     QK0 = qk_product(model, params0).detach().clone()
     unif = 1.0 / X.shape[-1]
+    # Layer 0's attention depends only on E, P and the QK weights: a view of the model
+    # without its value path and MLP computes the same scores with a third of the work.
+    scores_only = dataclasses.replace(model, ov="identity", d_mlp=0)
 
     def measure(step, p):
-        _, A = model.forward(p, X, return_attention=True)
+        _, A = scores_only.forward(p, X, return_attention=True)
         row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
         W = qk_product(model, p)
         return dict(
@@ -523,7 +527,8 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     # A fixed probe batch of training windows (its own seed) on which attention is read.
     probe = lm.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
     X_probe = probe(0)[0][0]
-    callbacks = lm.similarity_callbacks(params, tracked, tracked)
+    # the embedding's similarities only: the chapter reads no unembedding geometry
+    callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
     callbacks["attn_dist"] = lambda step, p: flow.attention_distance(
         model.forward(p, X_probe, return_attention=True)[1][0]
     )
