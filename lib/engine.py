@@ -107,6 +107,35 @@ def accuracy_callback(model, X: torch.Tensor, y: torch.Tensor):
     return acc
 
 
+def cached_callbacks(
+    measure: Callable[[int, Mapping[str, torch.Tensor]], Mapping[str, object]],
+    names: Sequence[str],
+) -> dict[str, Callable]:
+    """Callbacks ``{name: fn(step, params)}`` for :func:`train` that share one measurement.
+
+    ``measure(step, params)`` returns a mapping holding every name of ``names`` (one
+    forward pass, say, read several ways). It runs once per logged step, at the first of
+    these callbacks that :func:`train` calls there; the others return their field of the
+    same result. The cache holds the last step only (and the ``params`` it was read from).
+    """
+    names = list(names)
+    cache: dict = {"key": None, "value": None}
+
+    def field(name: str) -> Callable:
+        def fn(step, params):
+            if cache["key"] != (step, id(params)):
+                value = measure(step, params)
+                missing = [n for n in names if n not in value]
+                if missing:
+                    raise KeyError(f"measure returned no {missing}; it returned {sorted(value)}")
+                cache.update(key=(step, id(params)), value=value)
+            return cache["value"][name]
+
+        return fn
+
+    return {n: field(n) for n in names}
+
+
 def _bcast(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return t.view(-1, *([1] * (p.dim() - 1)))
 

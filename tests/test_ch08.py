@@ -137,3 +137,28 @@ def test_exponent_reads_only_rates_where_the_premise_holds_in_every_counted_seed
 def test_failed_table_is_empty_with_its_columns_when_everything_converged():
     table = ex.failed_instances({})
     assert len(table) == 0 and "qk_norm_converged" in table.columns
+
+
+@pytest.mark.parametrize("ov", ["learned", "identity"])
+@pytest.mark.parametrize("qk", ["factorized", "collapsed"])
+def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
+    """The callbacks read layer 0's attention off a view of the model without its value
+    path and MLP: the same numbers as the full forward's, shared (N, L) and (K, N, L) inputs."""
+    from lib import models
+
+    task = ex.parity_task(4, 8, 16, floor_samples=50)
+    model = ex.attention_model(task.data, 16, 16, qk, ov)
+    params0 = models.build(model, [0, 1, 2], gamma=0.5)
+    gen = torch.Generator().manual_seed(0)
+    params = {n: v + 0.1 * torch.randn(v.shape, generator=gen) for n, v in params0.items()}
+    X = task.data.X
+    for X_in in (X, torch.stack([X, X.flip(0), X])):
+        cb = ex.attention_callbacks(model, X_in, params0)
+        with torch.no_grad():
+            row = model.forward(params, X_in, return_attention=True)[1][0][..., -1, :].double()
+            W = ex.qk_product(model, params)
+        assert torch.equal(cb["attn"](5, params), row.mean(1))
+        assert torch.equal(cb["attn_max"](5, params), row.max(-1).values.mean(1))
+        assert torch.equal(cb["attn_dist"](5, params), 0.5 * (row - 1 / 3).abs().sum(-1).mean(1))
+        torch.testing.assert_close(cb["qk_norm"](5, params), W.flatten(1).norm(dim=1))
+        assert (cb["qk_drift"](5, params) > 0).all() and (cb["qk_drift"](0, params0) == 0).all()

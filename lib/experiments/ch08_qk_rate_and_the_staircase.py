@@ -13,6 +13,7 @@ skip-k signature onsets.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,25 +270,25 @@ def attention_callbacks(model, X, params0) -> dict:
     |W_QK(0)| (K,)."""
     QK0 = qk_product(model, params0).detach().clone()
     unif = 1.0 / X.shape[-1]
-    state: dict = {"step": None}
+    # Layer 0's attention depends only on E, P and the QK weights: a view of the model
+    # without its value path and MLP computes the same scores with a third of the work.
+    scores_only = dataclasses.replace(model, ov="identity", d_mlp=0)
 
     def measure(step, p):
-        if state["step"] != step:
-            _, A = model.forward(p, X, return_attention=True)
-            row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
-            W = qk_product(model, p)
-            state.update(
-                step=step,
-                attn=row.mean(1),
-                attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
-                attn_max=row.max(-1).values.mean(1),
-                qk_norm=W.flatten(1).norm(dim=1),
-                qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
-            )
-        return state
+        _, A = scores_only.forward(p, X, return_attention=True)
+        row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
+        W = qk_product(model, p)
+        return dict(
+            attn=row.mean(1),
+            attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
+            attn_max=row.max(-1).values.mean(1),
+            qk_norm=W.flatten(1).norm(dim=1),
+            qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
+        )
 
-    names = ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift")
-    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+    return engine.cached_callbacks(
+        measure, ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift")
+    )
 
 
 def rate_sweep(r_grid, seeds) -> Sweep:
@@ -299,15 +300,13 @@ def signature_callbacks(targets, E0, prefix: str) -> dict:
     """Callbacks ``{prefix}R{o}``: the partial R of each order of ``targets`` on the anchors'
     embedding increment (as :func:`lib.staircase.bit_callbacks` logs them), for reading one
     run against a second set of signatures."""
-    E0, tok, state = E0.detach().clone(), list(targets.tokens), {"step": None}
+    E0, tok = E0.detach().clone(), list(targets.tokens)
 
     def measure(step, params):
-        if state["step"] != step:
-            dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
-            state.update(step=step, v=st.order_partials(dE, targets))
-        return state["v"]
+        dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
+        return {f"{prefix}R{o}": v for o, v in st.order_partials(dE, targets).items()}
 
-    return {f"{prefix}R{o}": (lambda s, p, o=o: measure(s, p)[o]) for o in targets.orders}
+    return engine.cached_callbacks(measure, [f"{prefix}R{o}" for o in targets.orders])
 
 
 def train_rates(
@@ -351,15 +350,6 @@ def train_rates(
     )
 
 
-def _median_where(v: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per instance, the median of ``v`` (n_logs, K) over the logged steps in ``mask``."""
-    out = np.full(v.shape[1], np.nan)
-    for k in range(v.shape[1]):
-        if mask[:, k].any():
-            out[k] = float(np.median(v[mask[:, k], k]))
-    return out
-
-
 def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     """The per-instance numbers of one run as an ``xarray.Dataset`` over the sweep axes.
 
@@ -387,6 +377,9 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     conv_rs = converged.reshape(sw.shape)  # (r, seed)
     rate_counts = conv_rs.mean(1) > 0.5
     A = h["attn"]  # (n_logs, K, L)
+    on_plateau = plateau.any(0)  # instances with a bit-1 plateau; NaN for the others
+    A_plateau = np.full(A.shape[1:], np.nan)
+    A_plateau[on_plateau] = np.nanmedian(np.where(plateau[..., None], A, np.nan)[:, on_plateau], 0)
     out = {
         "converged": converged,
         "counted": (conv_rs & rate_counts[:, None]).ravel(),
@@ -408,7 +401,7 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     }
     for j, pos in enumerate(POSITIONS):
         out[f"{pos}_init"] = A[0, :, j]
-        out[f"{pos}_plateau"] = _median_where(A[..., j], plateau)
+        out[f"{pos}_plateau"] = A_plateau[:, j]
         out[f"{pos}_end"] = A[-1, :, j]
     return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()})
 
@@ -499,9 +492,8 @@ def shakespeare_stream(cfg: Config, device):
     characters (the most frequent) and their centred next-token and skip-k signatures."""
     from .. import corpora
 
-    text, _ = corpora.split_by_document(corpora.load_shakespeare())
-    tok = corpora.CharTokenizer(text)
-    stream = tok.encode(text)
+    split = corpora.char_split(corpora.load_shakespeare())
+    tok, stream = split.tokenizer, split.train
     counts = torch.bincount(stream, minlength=tok.vocab_size)
     tracked = torch.argsort(counts, descending=True)[: cfg.shk_top].tolist()
     V = tok.vocab_size
@@ -535,7 +527,8 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     # A fixed probe batch of training windows (its own seed) on which attention is read.
     probe = lm.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
     X_probe = probe(0)[0][0]
-    callbacks = lm.similarity_callbacks(params, tracked, tracked)
+    # the embedding's similarities only: the chapter reads no unembedding geometry
+    callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
     callbacks["attn_dist"] = lambda step, p: flow.attention_distance(
         model.forward(p, X_probe, return_attention=True)[1][0]
     )
