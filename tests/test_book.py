@@ -117,6 +117,22 @@ def test_chapter_cells_are_short(md):
         assert n <= 40, f"{md.name}: code cell {i} has {n} lines (at most 40)"
 
 
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_no_cell_shows_a_claim_record(md):
+    """A cell whose last statement is ``claims.check(...)`` would print the Claim's repr
+    into the page: the claims table at the end shows them."""
+    import ast
+
+    nb = booktools.check_chapter(md)
+    for i, c in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        body = ast.parse(c.source).body
+        last = body[-1] if body else None
+        shown = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+        assert not (shown and ast.unparse(last.value.func).endswith(".check")), (
+            f"{md.name}: code cell {i} ends with a bare .check(...): write `_ = claims.check(...)`"
+        )
+
+
 def test_chapters_are_runnable_myst_notebooks_and_in_toc():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = {c["file"] for part in toc["parts"] for c in part["chapters"]}
