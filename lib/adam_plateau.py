@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .engine import History, train
+from .engine import History, cached_callbacks, train
 from .models import build
 
 __all__ = [
@@ -145,31 +145,26 @@ def probe_callbacks(model, data, layout) -> dict:
     and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`).
     """
     flip = label_flip(layout, data.n_labels)
-    state: dict = {"step": None}
 
     def measure(step, params):
-        if state["step"] != step:
-            dev = params["E"].device
-            X, y = data.X.to(dev), data.y.to(dev)
-            yf = flip.to(dev)[y]
-            logits = model.forward(params, X)
-            lp = torch.log_softmax(logits.double(), -1)
-            idx = torch.arange(len(y), device=dev)
-            ly, lf = lp[..., idx, y], lp[..., idx, yf]
-            bil = bilinear_contrast(params, data, layout)
-            state["v"] = {
-                "D": xor_contrast(logits, y, yf),
-                "D_lin": bil["D_lin"],
-                "u": bil["u"].norm(dim=-1),
-                "M": bil["M"].flatten(1).norm(dim=-1),
-                "W1": params["W1"].flatten(1).norm(dim=-1),
-                "bit1": -(ly - torch.logaddexp(ly, lf)).mean(-1),
-            }
-            state["step"] = step
-        return state["v"]
+        dev = params["E"].device
+        X, y = data.X.to(dev), data.y.to(dev)
+        yf = flip.to(dev)[y]
+        logits = model.forward(params, X)
+        lp = torch.log_softmax(logits.double(), -1)
+        idx = torch.arange(len(y), device=dev)
+        ly, lf = lp[..., idx, y], lp[..., idx, yf]
+        bil = bilinear_contrast(params, data, layout)
+        return {
+            "D": xor_contrast(logits, y, yf),
+            "D_lin": bil["D_lin"],
+            "u": bil["u"].norm(dim=-1),
+            "M": bil["M"].flatten(1).norm(dim=-1),
+            "W1": params["W1"].flatten(1).norm(dim=-1),
+            "bit1": -(ly - torch.logaddexp(ly, lf)).mean(-1),
+        }
 
-    names = ("D", "D_lin", "u", "M", "W1", "bit1")
-    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+    return cached_callbacks(measure, ("D", "D_lin", "u", "M", "W1", "bit1"))
 
 
 @dataclass

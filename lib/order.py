@@ -34,6 +34,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .engine import cached_callbacks
+
 __all__ = [
     "strength_weights",
     "weighted_cross_entropy",
@@ -87,17 +89,13 @@ def family_loss_callbacks(model, X: torch.Tensor, y: torch.Tensor, family: torch
     """Callbacks ``loss_low`` and ``loss_high``: each family's mean cross-entropy, per
     instance ``(K,)`` (unweighted: a family's own progress). With one binary label this is
     the family's sign-bit loss: ``ln 2`` while its label is unknown."""
-    state: dict = {"step": None}
     fam = family.bool()
 
     def measure(step, params):
-        if state["step"] != step:
-            ce = _ce(model.forward(params, X.to(fam.device)).double(), y)
-            state["step"] = step
-            state["v"] = {"loss_low": ce[:, ~fam].mean(1), "loss_high": ce[:, fam].mean(1)}
-        return state["v"]
+        ce = _ce(model.forward(params, X.to(fam.device)).double(), y)
+        return {"loss_low": ce[:, ~fam].mean(1), "loss_high": ce[:, fam].mean(1)}
 
-    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in ("loss_low", "loss_high")}
+    return cached_callbacks(measure, ("loss_low", "loss_high"))
 
 
 def escapes(steps, loss, frac: float = 0.5) -> np.ndarray:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .engine import cached_callbacks
+
 __all__ = [
     "heldout_probe",
     "bit_probe_callbacks",
@@ -91,26 +93,22 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
     learned_ov = "V0" in params0
     if learned_ov:
         EV0 = (params0["E"] @ params0["V0"] @ params0["O0"]).detach().clone()
-    state: dict = {"step": None}
 
     def measure(step, params):
-        if state["step"] != step:
-            state["step"] = step
-            _, hid = model.forward(params, X.to(params["E"].device), return_hidden=True)
-            v = {
-                "probe_E": heldout_probe(params["E"][:, anchors], parity_a, range(len(anchors))),
-                "probe_attn": heldout_probe(hid["attention0"][:, :, -1], parity_seq, a_seq),
-                "probe_mlp": heldout_probe(hid["mlp0"][:, :, -1], s1, a_seq),
-            }
-            if learned_ov:
-                EV = params["E"] @ params["V0"] @ params["O0"]
-                dEV = increment(EV, EV0, targets.tokens, subtract_mean_row=True)
-                v["R1_ov"] = order_partials(dEV, targets)[1]
-            state["v"] = v
-        return state["v"]
+        _, hid = model.forward(params, X.to(params["E"].device), return_hidden=True)
+        v = {
+            "probe_E": heldout_probe(params["E"][:, anchors], parity_a, range(len(anchors))),
+            "probe_attn": heldout_probe(hid["attention0"][:, :, -1], parity_seq, a_seq),
+            "probe_mlp": heldout_probe(hid["mlp0"][:, :, -1], s1, a_seq),
+        }
+        if learned_ov:
+            EV = params["E"] @ params["V0"] @ params["O0"]
+            dEV = increment(EV, EV0, targets.tokens, subtract_mean_row=True)
+            v["R1_ov"] = order_partials(dEV, targets)[1]
+        return v
 
     names = ["probe_E", "probe_attn", "probe_mlp"] + (["R1_ov"] if learned_ov else [])
-    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+    return cached_callbacks(measure, names)
 
 
 def anchor_features(layout) -> dict:
@@ -133,19 +131,15 @@ def anchor_probe_callbacks(layout, emb: str = "E") -> dict:
     """
     anchors = list(layout.anchors)
     feats = anchor_features(layout)
-    state: dict = {"step": None}
 
     def measure(step, params):
-        if state["step"] != step:
-            state["step"] = step
-            rows = params[emb][:, anchors]
-            state["v"] = {
-                f"probe_E{j}": heldout_probe(rows, f.to(rows.device), range(len(anchors)))
-                for j, f in feats.items()
-            }
-        return state["v"]
+        rows = params[emb][:, anchors]
+        return {
+            f"probe_E{j}": heldout_probe(rows, f.to(rows.device), range(len(anchors)))
+            for j, f in feats.items()
+        }
 
-    return {f"probe_E{j}": (lambda step, p, j=j: measure(step, p)[f"probe_E{j}"]) for j in feats}
+    return cached_callbacks(measure, [f"probe_E{j}" for j in feats])
 
 
 def attention_spread_callbacks(model, X) -> dict:

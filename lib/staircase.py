@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import metrics as M
-from .engine import History, train
+from .engine import History, cached_callbacks, train
 from .env import cpu_threads
 from .init import perturb
 from .models import build
@@ -214,27 +214,23 @@ def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E"
     for j in (1, 2) if layout.bit2 is not None else (1,):
         shift = layout.block * 2 ** (j - 1)
         flips[j] = torch.where((y // shift) % 2 == 0, y + shift, y - shift)
-    state: dict = {"step": None}
 
     def measure(step, params):
-        if state["step"] != step:
-            state["step"] = step
-            dE = increment(params[emb], E0, tok, subtract_mean_row=True)
-            v = {f"R{o}": r for o, r in order_partials(dE, targets).items()}
-            lp = torch.log_softmax(model.forward(params, X).double(), -1)  # (K, N, n)
-            at = lambda labels: lp.gather(-1, labels.expand(lp.shape[:-1])[..., None])[..., 0]
-            ly = at(y)
-            v["loss_all"] = -ly.mean(-1)
-            v["acc"] = (lp.argmax(-1) == y).double().mean(-1)
-            for j, yf in flips.items():
-                two = torch.logaddexp(ly, at(yf))
-                v[f"bit{j}"] = -(ly - two).mean(-1)
-            state["v"] = v
-        return state["v"]
+        dE = increment(params[emb], E0, tok, subtract_mean_row=True)
+        v = {f"R{o}": r for o, r in order_partials(dE, targets).items()}
+        lp = torch.log_softmax(model.forward(params, X).double(), -1)  # (K, N, n)
+        at = lambda labels: lp.gather(-1, labels.expand(lp.shape[:-1])[..., None])[..., 0]
+        ly = at(y)
+        v["loss_all"] = -ly.mean(-1)
+        v["acc"] = (lp.argmax(-1) == y).double().mean(-1)
+        for j, yf in flips.items():
+            two = torch.logaddexp(ly, at(yf))
+            v[f"bit{j}"] = -(ly - two).mean(-1)
+        return v
 
     names = [f"R{o}" for o in targets.orders] + ["loss_all", "acc"]
     names += [f"bit{j}" for j in flips]
-    return {n: (lambda step, p, n=n: measure(step, p)[n]) for n in names}
+    return cached_callbacks(measure, names)
 
 
 def raw_alignment_callbacks(targets: OrderTargets, emb: str = "E") -> dict:
@@ -246,16 +242,13 @@ def raw_alignment_callbacks(targets: OrderTargets, emb: str = "E") -> dict:
     same way. Per instance ``(K,)``.
     """
     tok = list(targets.tokens)
-    state: dict = {"step": None}
 
     def measure(step, params):
-        if state["step"] != step:
-            rows = params[emb][:, tok].double()
-            state["step"] = step
-            state["v"] = order_partials(rows - rows.mean(-2, keepdim=True), targets)
-        return state["v"]
+        rows = params[emb][:, tok].double()
+        R = order_partials(rows - rows.mean(-2, keepdim=True), targets)
+        return {f"rawR{o}": R[o] for o in targets.orders}
 
-    return {f"rawR{o}": (lambda step, p, o=o: measure(step, p)[o]) for o in targets.orders}
+    return cached_callbacks(measure, [f"rawR{o}" for o in targets.orders])
 
 
 def leading_term_callback(model, data, tokens, c1: float):
