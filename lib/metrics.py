@@ -21,7 +21,8 @@ import torch
 F64 = torch.float64
 
 
-def _t(x, device=None) -> torch.Tensor:
+def as_f64(x, device=None) -> torch.Tensor:
+    """``x`` as a float64 tensor on ``device``, detached: metrics are measurements."""
     if torch.is_tensor(x):
         x = x.detach()  # metrics are measurements, never part of a graph
     return torch.as_tensor(x).to(device=device, dtype=F64)
@@ -38,7 +39,7 @@ def _out(x: torch.Tensor):
 
 def cosine_similarity_matrix(A) -> torch.Tensor:
     r""":math:`S_{st} = \cos(A_s, A_t)` between rows, shape ``(..., V, V)``; a zero row has similarity 0."""
-    A = _t(A)
+    A = as_f64(A)
     norm = A.norm(dim=-1, keepdim=True)
     An = torch.where(norm > 0, A / norm.clamp_min(torch.finfo(F64).tiny), 0.0)
     return An @ An.transpose(-1, -2)
@@ -46,7 +47,7 @@ def cosine_similarity_matrix(A) -> torch.Tensor:
 
 def upper_triangle(S) -> torch.Tensor:
     """Entries ``S[..., s, t]`` with ``s < t`` (row-major order), shape ``(..., V(V-1)/2)``."""
-    S = _t(S)
+    S = as_f64(S)
     i, j = torch.triu_indices(S.shape[-2], S.shape[-1], offset=1, device=S.device)
     return S[..., i, j]
 
@@ -60,10 +61,10 @@ def _pearson(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _cos_pairs(W, phi, tokens=None, W0=None, subtract_mean_row=True):
     """Upper triangles of cos-sim of the embedding rows (``(..., P)``) and of the signature rows (``(P,)``)."""
-    E = _t(W)
-    phi = _t(phi, E.device)
+    E = as_f64(W)
+    phi = as_f64(phi, E.device)
     if W0 is not None:
-        E = E - _t(W0, E.device)  # the increment W(t) - W(0): W(0) is noise under small init
+        E = E - as_f64(W0, E.device)  # the increment W(t) - W(0): W(0) is noise under small init
     if E.dim() not in (2, 3):
         raise ValueError(f"W must have shape (V, d) or (K, V, d), got {tuple(E.shape)}")
     if phi.shape[0] != E.shape[-2]:
@@ -117,7 +118,7 @@ def linear_cka(A, B):
     with column-centred :math:`A_c, B_c`. ``A`` is ``(..., n, p)``, ``B`` is ``(..., n, q)``
     (flatten matrix-valued rows first). Invariant to rotations and isotropic scaling.
     """
-    A, B = _t(A), _t(B)
+    A, B = as_f64(A), as_f64(B)
     B = B.to(A.device)
     A = A - A.mean(-2, keepdim=True)
     B = B - B.mean(-2, keepdim=True)
@@ -134,7 +135,7 @@ def strong_pair_recall(S_emb, S_sig, top: float = 0.01):
     ``(V, V)`` one; ``max(1, round(top * P))`` of the ``P`` pairs count as strong.
     Ties at the cut are broken arbitrarily (``torch.topk``).
     """
-    se, ss = upper_triangle(S_emb), upper_triangle(S_sig).to(_t(S_emb).device)
+    se, ss = upper_triangle(S_emb), upper_triangle(S_sig).to(as_f64(S_emb).device)
     m = max(1, round(top * ss.shape[-1]))
     in_top_emb = torch.zeros_like(se, dtype=torch.bool).scatter_(-1, se.topk(m, -1).indices, True)
     idx_sig = ss.topk(m, -1).indices.expand(*se.shape[:-1], m)
@@ -148,8 +149,8 @@ def partial_corr(x, y, z):
     ``x`` is ``(..., m)`` (batched), ``y`` is ``(m,)``, ``z`` is ``(m,)`` or ``(m, c)``
     for several controls.
     """
-    x = _t(x)
-    y, z = _t(y, x.device), _t(z, x.device)
+    x = as_f64(x)
+    y, z = as_f64(y, x.device), as_f64(z, x.device)
     Z = torch.cat([torch.ones(len(z), 1, dtype=F64, device=x.device), z.reshape(len(z), -1)], 1)
     # An orthonormal basis of span([1, z]) via SVD, robust to collinear controls.
     U, s, _ = torch.linalg.svd(Z, full_matrices=False)
@@ -186,7 +187,7 @@ def effective_rank(A):
     :math:`p_i = \sigma_i / \sum_j \sigma_j` the normalised singular values and
     :math:`0 \log 0 = 0`. Batched over leading dims of ``A`` (``(..., m, n)``).
     """
-    s = torch.linalg.svdvals(_t(A))
+    s = torch.linalg.svdvals(as_f64(A))
     p = s / s.sum(-1, keepdim=True)
     H = -torch.where(p > 0, p * p.log(), 0.0).sum(-1)
     return _out(H.exp())
@@ -244,8 +245,8 @@ def onset_step(steps, values, threshold: float):
     ``(n_logs, K)`` (returns a ``(K,)`` tensor, one onset per instance). An instance
     that never reaches the threshold gets NaN; NaN values count as not reached.
     """
-    steps = _t(_np(steps))
-    v = _t(_np(values))  # lists with None become NaN
+    steps = as_f64(_np(steps))
+    v = as_f64(_np(values))  # lists with None become NaN
     if v.shape[0] != steps.shape[0]:
         raise ValueError(f"{steps.shape[0]} steps but values has {v.shape[0]} rows")
     hit = v >= threshold
@@ -330,7 +331,7 @@ def field_cosine(a, b):
     field. Chapters 3 and 4 compare an expansion of the embedding gradient with autograd
     this way.
     """
-    a, b = _t(a), _t(b)
+    a, b = as_f64(a), as_f64(b)
     dims = (-2, -1)
     return _out((a * b).sum(dims) / (a.norm(dim=dims) * b.norm(dim=dims)))
 
@@ -339,12 +340,13 @@ def field_norm_ratio(a, b):
     r"""Relative size of two fields, :math:`\|a\|/\|b\|` over all entries of the two last
     dimensions: ``(V, d)`` gives a float, ``(K, V, d)`` a ``(K,)`` tensor (see
     :func:`field_cosine`)."""
-    a, b = _t(a), _t(b)
+    a, b = as_f64(a), as_f64(b)
     dims = (-2, -1)
     return _out(a.norm(dim=dims) / b.norm(dim=dims))
 
 
 __all__ = [
+    "as_f64",
     "rise_onset",
     "cosine_similarity_matrix",
     "upper_triangle",

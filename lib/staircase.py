@@ -63,7 +63,7 @@ def increment(E, E0, tokens: Sequence[int], subtract_mean_row: bool = True) -> t
 
     ``E``, ``E0`` are ``(K, V, d)`` (or ``(V, d)``); returns ``(K, T, d)`` in float64.
     """
-    E, E0 = M._t(E), M._t(E0)
+    E, E0 = M.as_f64(E), M.as_f64(E0)
     if E.shape != E0.shape:
         raise ValueError(f"E has shape {tuple(E.shape)} but E0 has {tuple(E0.shape)}")
     idx = torch.as_tensor(list(tokens), dtype=torch.long, device=E.device)
