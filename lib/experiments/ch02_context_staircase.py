@@ -68,6 +68,7 @@ class Config(ChapterConfig):
         stair); the residual attention model of the two-stair run, given the third bit, did
         not form the order-2 geometry in the seeds tried. The chapter runs seeds 0-4 only,
         as every other run: a scale that adds seeds may find a seed that does not climb.
+        Its ablation trains the same model with W_Q, W_K frozen at their initial values.
     stability_rel, stability_threads, stability_tol: every staircase run is rerun at small
         init with its initial weights multiplied by 1 + stability_rel * z, and once on
         stability_threads CPU threads; every onset and escape must move by at most
@@ -145,7 +146,8 @@ CONTROL = "control: shuffled labels"
 ATTN = "attention, two stairs"
 MLP3 = "Emb-MLP, three stairs"
 ATTN3 = "attention, three stairs"
-SHORT = {MLP2: "mlp2", ATTN: "attn", MLP3: "mlp3", ATTN3: "attn3"}
+ATTN3_FROZEN = "attention, three stairs, QK frozen"
+SHORT = {MLP2: "mlp2", ATTN: "attn", MLP3: "mlp3", ATTN3: "attn3", ATTN3_FROZEN: "attn3_frozen"}
 
 
 def onset_table(runs: dict, seeds) -> pd.DataFrame:
