@@ -35,15 +35,15 @@ DURATIONS = Path(".cache") / "chapter-durations.json"  # relative to the rootdir
 # Only the order matters; a notebook missing here is taken as the longest.
 KNOWN_SECONDS = {
     "01_signatures": 7,
-    "02_context_staircase": 129,
-    "03_ffn_flow": 73,
-    "04_attention_flow": 118,
-    "05_real_language_models": 102,
-    "06_embeddings_matter": 46,
-    "07_qk_ov_sharpening": 52,
-    "08_qk_rate_and_the_staircase": 46,
-    "09_what_sets_the_order": 70,
-    "99_report": 2,
+    "02_context_staircase": 160,
+    "03_ffn_flow": 76,
+    "04_attention_flow": 106,
+    "05_real_language_models": 95,
+    "06_embeddings_matter": 41,
+    "07_qk_ov_sharpening": 39,
+    "08_qk_rate_and_the_staircase": 56,
+    "09_what_sets_the_order": 58,
+    "99_report": 4,
 }
 
 
