@@ -190,6 +190,18 @@ class Ledger:
         self.claims.append(claim)
         return claim
 
+    def held(self, *ids: str) -> bool:
+        """Whether each named claim is asserted (not *as measured*) and held in every seed.
+
+        A chapter ends with ``assert claims.held(<its headline claims>)``: the claims its
+        opening box states without qualification. Unknown ids raise :class:`ClaimError`.
+        """
+        known = {c.id: c for c in self.claims}
+        missing = [i for i in ids if i not in known]
+        if missing or not ids:
+            raise ClaimError(f"{self.chapter}: no claim {missing or 'named'} in this ledger")
+        return all(known[i].verdict != AS_MEASURED and all(known[i].holds) for i in ids)
+
     def counts(self) -> dict[str, int]:
         """How many asserted claims have each status (``as measured`` ones are left out),
         keyed ``n``, ``reproduced``, ``new``, ``partly``, ``not_reproduced``."""

@@ -144,3 +144,16 @@ def test_the_report_summary_counts_each_claim_once_per_chapter_and_lists_the_sho
     assert "{ref}`sec-a`" in listed and "held 1/2" in listed and "not asserted" in listed
     with pytest.raises(claims.ClaimError, match="02_b"):
         claims.counts_by_chapter(rows, ["01_a"])
+
+
+def test_held_names_the_headline_claims_and_fails_on_a_partial_or_reported_one():
+    led = claims.Ledger("02_x").section("s", label="new")
+    led.check("full", "held in every seed", holds=[1, 1])
+    led.check("some", "held in one seed", holds=[1, 0], verdict="partly")
+    led.check("shown", "reported only", holds=[1, 1], verdict="as measured")
+    assert led.held("full")
+    assert not led.held("full", "some") and not led.held("shown")
+    with pytest.raises(claims.ClaimError, match="no claim"):
+        led.held("full", "renamed")
+    with pytest.raises(claims.ClaimError, match="no claim"):
+        led.held()
