@@ -61,6 +61,7 @@ __all__ = [
     "escape_level",
     "seed_exponent",
     "predict_escape",
+    "calibrate",
     "gradient_flow_escape",
     "on_grid",
     "rel_error",
@@ -296,6 +297,19 @@ def predict_escape(
     Dp = D_entry * np.exp(-exponent * (gam - gamma_cal))
     plateau = t_entry + np.log(d_star / Dp) / rate
     return np.where(Dp < d_star, plateau, t_entry * d_star / Dp)
+
+
+def calibrate(probe: Probe, gamma_cal: float, seeds: Sequence[int]) -> tuple[float, float, float]:
+    """The law's constants on a calibration arm of ``probe``: ``(t_p, D_entry, rate)``, the
+    median over its seeds of the knee of ``|W1|`` (:func:`knee`), of ``D`` at that step, and
+    of the rate of ``ln D`` from it while ``D < 0.1`` (:func:`log_rate`). No escape enters."""
+    steps = probe.history.steps
+    t_p = float(np.median(knee(steps, probe.arm(gamma_cal, "W1", seeds))))
+    if not np.isfinite(t_p):
+        raise ValueError(f"the calibration arm (gamma={gamma_cal}) has no knee in |W1|")
+    D = probe.arm(gamma_cal, "D", seeds)
+    at = int(np.searchsorted(steps, t_p))
+    return t_p, float(np.median(D[at])), float(np.nanmedian(log_rate(steps, D, t_p)))
 
 
 def gradient_flow_escape(D0, rate: float, d_star: float) -> np.ndarray:

@@ -126,6 +126,19 @@ def test_the_two_phase_law_and_the_controls():
     np.testing.assert_allclose(ap.rel_error([12, 8], [10, 10]), [0.2, -0.2])
 
 
+def test_calibrate_reads_the_arm_without_its_escape():
+    steps = np.arange(101)
+    W1 = np.where(steps <= 40, 2.0 * steps, 80 + 0.1 * (steps - 40))
+    D = np.where(steps <= 41, 1e-4, 1e-4 * np.exp(0.05 * (steps - 41)))
+    hist = engine.History(steps, {"W1": np.stack([W1, W1], 1), "D": np.stack([D, 2 * D], 1)})
+    probe = ap.Probe(hist, np.array([1.25, 1.25]), np.array([100, 101]))
+    t_p, D_entry, rate = ap.calibrate(probe, 1.25, [100, 101])
+    assert t_p == 41 and D_entry == pytest.approx(1.5e-4) and rate == pytest.approx(0.05)
+    flat = engine.History(steps, {"W1": np.stack([2.0 * steps] * 2, 1), "D": np.stack([D, D], 1)})
+    with pytest.raises(ValueError, match="no knee"):
+        ap.calibrate(ap.Probe(flat, np.array([1.25, 1.25]), np.array([100, 101])), 1.25, [100, 101])
+
+
 def test_run_probe_logs_every_step_and_selects_arms():
     data, layout, model, _ = _tiny()
     probe = ap.run_probe(model, data, layout, [0.5, 0.5, 1.0], [0, 1, 0], 4, lr=1e-2)

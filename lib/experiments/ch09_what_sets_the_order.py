@@ -70,6 +70,9 @@ class Config(ChapterConfig):
     probe_steps: steps of the every-step probe of Chapter 2's sweep (they cover every
         escape).
     law_tol: the relative agreement asked of the law's predicted median escape step.
+    law_lr_factor: the learning-rate arm of the gamma law: the same probe and calibration
+        at this multiple of Chapter 2's Adam rate (its every-step probe still covers every
+        escape within probe_steps).
     """
 
     slow_lr: float = 1e-3
@@ -100,6 +103,7 @@ class Config(ChapterConfig):
     cal_seed: int = 100
     probe_steps: int = 320
     law_tol: float = 0.25
+    law_lr_factor: float = 3.0
 
 
 OVERRIDES = {
