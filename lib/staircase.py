@@ -594,10 +594,10 @@ def run_bit_arms(
     base_lr = dict(kw.pop("group_lr", None) or {})
     groups = set(base_lr).union(*(a.get("group_lr", {}) for a in arms.values()))
     group_lr = {}
-    for group in sorted(groups):
-        per = [a.get("group_lr", {}).get(group, base_lr.get(group, lr)) for a in arms.values()]
+    for g in sorted(groups):
+        per = [a.get("group_lr", {}).get(g, base_lr.get(g, lr)) for a in arms.values()]
         sizes = [sw.K for sw in sweeps.values()]
-        group_lr[group] = [float(v) for v, n in zip(per, sizes, strict=True) for _ in range(n)]
+        group_lr[g] = [float(v) for v, n in zip(per, sizes, strict=True) for _ in range(n)]
     device = kw.pop("device", "cpu")
     zero_frozen = kw.pop("zero_frozen", ())
     threads, probes = kw.pop("threads", None), kw.pop("probes", False)
