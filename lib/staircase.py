@@ -53,7 +53,6 @@ __all__ = [
     "Stairs",
     "BitRun",
     "run_bits",
-    "run_bit_arms",
     "log_step_shift",
     "stability",
 ]
@@ -340,85 +339,25 @@ def train_bits(
     ``(history, gamma_k, seed_k)``.
     """
     gamma_k, seed_k = _gamma_seed_grid(seeds, gammas, "train_bits")
-    perturbed = [(slice(0, len(gamma_k)), perturb_init)] if perturb_init else []
-    history = _train_instances(
-        model, data, layout, targets, seed_k, gamma_k, steps, device, zero_frozen, perturbed,
-        threads, probes, **train_kwargs,
-    )  # fmt: skip
-    return history, gamma_k, seed_k
-
-
-def _train_instances(
-    model, data, layout, targets, seed_k, gamma_k, steps, device, zero_frozen, perturbed,
-    threads, probes, arms=None, **train_kwargs,
-) -> History:  # fmt: skip
-    """The batched run of :func:`train_bits` and :func:`run_bit_arms`: instance k has seed
-    ``seed_k[k]`` and rate ``gamma_k[k]``; each ``(slice, rel)`` of ``perturbed`` multiplies
-    the initial weights of the instances in ``slice`` by ``1 + rel * z``, numbered from the
-    slice's start (so a slice draws the noise a run of its own would). With ``arms`` (a list
-    of slices that cover the instances), every callback is evaluated arm by arm
-    (:func:`_armwise`)."""
-    params = build(model, list(map(int, seed_k)), gamma=list(map(float, gamma_k)), device=device)
-    if perturbed:
-        with torch.no_grad():
-            for sl, rel in perturbed:
-                moved = perturb({n: p[sl] for n, p in params.items()}, rel, seed=1)
-                for n, p in params.items():
-                    p[sl] = moved[n].to(p.device)
+    params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
+    if perturb_init:
+        params = perturb(params, perturb_init, seed=1)
     with torch.no_grad():
         for name in zero_frozen:
             params[name].zero_()
-    given = dict(train_kwargs.pop("callbacks", None) or {})
+    callbacks = dict(train_kwargs.pop("callbacks", None) or {})
+    callbacks.update(bit_callbacks(model, data, layout, targets, params["E"]))
+    if probes:
+        from .probes import bit_probe_callbacks
 
-    def all_callbacks(p):  # the callbacks of the instances whose initial weights are p
-        callbacks = dict(given)
-        callbacks.update(bit_callbacks(model, data, layout, targets, p["E"]))
-        if probes:
-            from .probes import bit_probe_callbacks
-
-            callbacks.update(bit_probe_callbacks(model, data, layout, targets, p))
-        return callbacks
-
-    if arms is None or len(arms) == 1:
-        callbacks = all_callbacks(params)
-    else:
-        per_arm = [all_callbacks({n: p[sl] for n, p in params.items()}) for sl in arms]
-        callbacks = _armwise(per_arm, arms)
+        callbacks.update(bit_probe_callbacks(model, data, layout, targets, params))
     frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
     X, y = data.X.to(device), data.y.to(device)
     with cpu_threads(threads):
-        return train(
+        history = train(
             model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
         )
-
-
-def _armwise(per_arm: list[dict], arms: list[slice]) -> dict:
-    """Callbacks that call ``per_arm[i]`` on the weights of the instances ``arms[i]`` alone and
-    join the arms' values along K.
-
-    Each arm's numbers are then those of a run of its own: a float reduction over a batch
-    of instances (a matrix product with one row per instance, in the partial R) can round
-    a row differently depending on how many rows it holds.
-    """
-    names = list(per_arm[0])
-
-    def measure(step, params):
-        subs = [{n: p[sl] for n, p in params.items()} for sl in arms]  # alive, distinct ids
-        out = {}
-        for name in names:
-            parts = [cbs[name](step, sub) for cbs, sub in zip(per_arm, subs, strict=True)]
-            if all(torch.is_tensor(v) for v in parts):
-                out[name] = torch.cat(parts)
-            else:
-                out[name] = np.concatenate(
-                    [
-                        v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
-                        for v in parts
-                    ]
-                )
-        return out
-
-    return cached_callbacks(measure, names)
+    return history, gamma_k, seed_k
 
 
 def plateau_mask(steps, bit_loss, after, level: float = 0.9):
@@ -553,66 +492,6 @@ def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, f
     """
     history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
     return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)
-
-
-def run_bit_arms(
-    model, data, layout, targets: OrderTargets, seeds, arms, steps, floor, **kw
-) -> dict[str, BitRun]:
-    """Several arms of one model on one task as one batched run, each read back as a :class:`BitRun`.
-
-    ``arms`` maps a name to ``dict(gammas=[...])`` with optionally ``perturb_init`` (the
-    arm's initial weights multiplied by ``1 + perturb_init * z``, :func:`lib.init.perturb`
-    with seed 1, its instances numbered within the arm: the noise a run of its own draws)
-    and ``group_lr`` (a parameter group's learning rate in this arm only, e.g.
-    ``{"qk": 0.0}``: attention kept at its initial weights). Every arm trains ``seeds`` at
-    each of its gammas (gamma-major, seed fastest), after the previous arm's instances.
-    Instances never interact (:mod:`lib.engine`), so an arm reads what :func:`run_bits` with
-    its settings reads; the other keyword arguments are those of :func:`run_bits`, for every
-    arm (``lr`` a scalar). Returns ``{name: BitRun}``, in the order of ``arms``.
-    """
-    arms = {name: dict(arm) for name, arm in arms.items()}
-    if not arms:
-        raise ValueError("run_bit_arms needs at least one arm")
-    sweeps, seed_k, gamma_k, perturbed, spans = {}, [], [], [], {}
-    for name, arm in arms.items():
-        unknown = set(arm) - {"gammas", "perturb_init", "group_lr"}
-        if unknown or "gammas" not in arm:
-            raise ValueError(
-                f"arm {name!r}: give gammas, and optionally perturb_init and group_lr "
-                f"(got {sorted(arm)})"
-            )
-        sweeps[name] = _gamma_seed_sweep(seeds, arm["gammas"], f"arm {name!r}")
-        start = len(seed_k)
-        seed_k += sweeps[name]["seed"]
-        gamma_k += sweeps[name]["gamma"]
-        spans[name] = slice(start, len(seed_k))
-        if arm.get("perturb_init"):
-            perturbed.append((spans[name], float(arm["perturb_init"])))
-    lr = kw.get("lr", 1e-3)
-    if np.ndim(lr) != 0:
-        raise ValueError(f"run_bit_arms takes one scalar lr for every arm, got {lr!r}")
-    base_lr = dict(kw.pop("group_lr", None) or {})
-    groups = set(base_lr).union(*(a.get("group_lr", {}) for a in arms.values()))
-    group_lr = {}
-    for g in sorted(groups):
-        per = [a.get("group_lr", {}).get(g, base_lr.get(g, lr)) for a in arms.values()]
-        sizes = [sw.K for sw in sweeps.values()]
-        group_lr[g] = [float(v) for v, n in zip(per, sizes, strict=True) for _ in range(n)]
-    device = kw.pop("device", "cpu")
-    zero_frozen = kw.pop("zero_frozen", ())
-    threads, probes = kw.pop("threads", None), kw.pop("probes", False)
-    if "perturb_init" in kw:
-        raise ValueError("run_bit_arms: give perturb_init per arm, not for the whole run")
-    history = _train_instances(
-        model, data, layout, targets, np.array(seed_k), np.array(gamma_k), steps, device,
-        zero_frozen, perturbed, threads, probes, arms=list(spans.values()),
-        group_lr=group_lr or None, **kw,
-    )  # fmt: skip
-    out = {}
-    for name, sl in spans.items():
-        h = History(history.steps, {m: v[:, sl] for m, v in history.metrics.items()})
-        out[name] = BitRun(h, sweeps[name], targets, floor)
-    return out
 
 
 def log_step_shift(steps, a, b) -> np.ndarray:

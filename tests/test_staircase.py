@@ -236,38 +236,3 @@ def test_raw_alignment_reads_the_rows_not_the_increment():
     E2[:, list(lay.anchors)] = 1e3 * tg.phis[0]  # the order-0 geometry planted
     planted = cb["rawR0"](1, {"E": E2})
     assert planted.min() > 0.99 and noise.abs().max() < 0.9
-
-
-@pytest.mark.parametrize("model_name", ["emb-mlp", "attn-emb-mlp"])
-def test_run_bit_arms_reads_each_arm_bit_for_bit_as_a_run_of_its_own(model_name):
-    """One batched run of three arms (a gamma grid, a perturbed init, attention frozen by a
-    zero learning rate) reads exactly what three separate runs read, metric by metric."""
-    tg = st.parity_targets(PB3, LAY3)
-    V, n = PB3.vocab_size, PB3.n_labels
-    if model_name == "emb-mlp":
-        mdl, qk = models.EmbMLP(V, 8, 8, n), {}
-    else:
-        mdl, qk = models.AttnEmbMLP(V, 8, 8, n), {"group_lr": {"qk": 3e-3}}
-    floor = {0: 0.2, 1: 0.2, 2: 0.2}
-    kw = dict(lr=1e-2, log_at=[0, 1, 3, 6], **qk)
-    arms = {"base": dict(gammas=[1.0, 0.5]), "init": dict(gammas=[1.0], perturb_init=1e-3)}
-    if qk:
-        arms["frozen"] = dict(gammas=[1.0], group_lr={"qk": 0.0})
-    out = st.run_bit_arms(mdl, PB3, LAY3, tg, [0, 1], arms, 6, floor, **kw)
-    alone = {
-        "base": st.run_bits(mdl, PB3, LAY3, tg, [0, 1], [1.0, 0.5], 6, floor, **kw),
-        "init": st.run_bits(mdl, PB3, LAY3, tg, [0, 1], [1.0], 6, floor, perturb_init=1e-3, **kw),
-    }
-    if qk:
-        frozen = dict(kw, frozen=("Q", "K"))
-        alone["frozen"] = st.run_bits(mdl, PB3, LAY3, tg, [0, 1], [1.0], 6, floor, **frozen)
-    assert list(out) == list(arms)
-    for name, run in alone.items():
-        assert out[name].gammas == run.gammas
-        for m, v in run.history.metrics.items():
-            assert np.array_equal(out[name].history[m], v, equal_nan=True), (name, m)
-    assert not np.array_equal(out["init"].history["R0"][1:], out["base"].arm(1.0)[1]["R0"][1:])
-    with pytest.raises(ValueError, match="give gammas"):
-        st.run_bit_arms(mdl, PB3, LAY3, tg, [0], {"a": dict(gamma=[1.0])}, 2, floor, **kw)
-    with pytest.raises(ValueError, match="per arm"):
-        st.run_bit_arms(mdl, PB3, LAY3, tg, [0], arms, 2, floor, perturb_init=1e-3, **kw)
