@@ -23,7 +23,16 @@ need: ``from lib import signatures as sig``.
 
 __version__ = "0.1.0"
 
-import torch as _torch
+import os as _os
+
+# Threads that wait for work sleep instead of spinning. The Makefile exports the same for
+# `make book` and `make test`; this covers a chapter run any other way (nbmake by hand, a
+# script). A chapter's stability rerun on 2 threads beside another job otherwise spins for
+# the core that job holds, many times slower; the results do not change. OpenMP reads it
+# once, when torch loads, so it is set before the import (an explicit setting wins).
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch as _torch  # noqa: E402
 
 # Flush denormal floats (below 1e-38) to zero, process-wide. Adam drives the logits of
 # labels a model has ruled out down at a constant rate, so their probabilities and

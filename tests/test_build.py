@@ -317,3 +317,15 @@ def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
     assert "OMP_WAIT_POLICY" not in booktools.worker_env(tmp_path, "ci", "cpu", threads=None)
+
+
+def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
+    """``import lib`` sets OMP_WAIT_POLICY=PASSIVE before torch loads (a chapter run by hand
+    gets what `make` exports); an explicit setting is kept."""
+    code = "import os, lib; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    run = lambda e: subprocess.run(
+        [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert run(env) == "PASSIVE"
+    assert run(dict(env, OMP_WAIT_POLICY="ACTIVE")) == "ACTIVE"
