@@ -133,3 +133,42 @@ def cpu_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+# OpenMP (libgomp, which torch's CPU wheels use) reads its wait policy when torch is
+# imported: by default an idle worker thread spins. On a shared machine with more busy
+# threads than cores, a run on 2 threads then burns its cores spinning and runs up to ten
+# times slower than on one (measured for Chapter 5's thread-count rerun).
+FRESH_PROCESS_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def _call_on_threads(fn, threads, args, kwargs):
+    with cpu_threads(threads):
+        return fn(*args, **kwargs)
+
+
+def in_fresh_process(fn, *args, threads: int | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` in a fresh (spawned) Python process, on ``threads`` CPU threads.
+
+    For a run on more than one thread: the child starts with OpenMP told to sleep, not
+    spin, while idle (:data:`FRESH_PROCESS_ENV`), which the current process cannot be told
+    once torch is loaded. The thread count, and so the order of every parallel sum, is the
+    same as :func:`cpu_threads` gives in this process; only the waiting differs. ``fn`` must
+    be importable (defined in a module), and the arguments and result picklable (move
+    tensors to the CPU first). An exception in the child is raised here.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    saved = {k: os.environ.get(k) for k in FRESH_PROCESS_ENV}
+    os.environ.update(FRESH_PROCESS_ENV)  # the child inherits the environment at its start
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            return pool.submit(_call_on_threads, fn, threads, args, kwargs).result()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
