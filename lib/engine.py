@@ -249,20 +249,8 @@ class _Log:
                 v = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
                 self.records[name].append(np.array(v, copy=True))
 
-    def history(self, grid: Sequence[int] | None = None) -> History:
-        """The logged history; with ``grid`` (the smoke mode's full logging grid, whose
-        weights stop changing after its first steps) every step of ``grid`` that was not
-        logged holds a copy of the last log, so that the history has its full shape."""
-        if grid is None or not self.steps:
-            return History(
-                np.array(self.steps), {n: np.stack(v) for n, v in self.records.items() if v}
-            )
-        row = {s: i for i, s in enumerate(self.steps)}
-        pick = [row.get(s, len(self.steps) - 1) for s in grid]
-        return History(
-            np.array(grid),
-            {n: np.stack([v[i] for i in pick]) for n, v in self.records.items() if v},
-        )
+    def history(self) -> History:
+        return History(np.array(self.steps), {n: np.stack(v) for n, v in self.records.items() if v})
 
 
 def train(
@@ -319,10 +307,7 @@ def train(
     :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is then logged at its
     first :data:`~lib.env.SMOKE_LOGS` logging steps and its last one (at every one with
     ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape), and the seconds per
-    step and per log are recorded (:func:`lib.env.smoke_record`). The history has the
-    full run's logging steps either way: a step that was not logged holds a copy of the
-    last log (the weights no longer change after the first steps), so that analyses and
-    the memory the logs keep have their full shape.
+    step and per log are recorded (:func:`lib.env.smoke_record`).
     """
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
@@ -363,10 +348,10 @@ def train(
     log = _Log(steps, log_at, callbacks)
     timed = smoke()
     cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
-    n_logs, grid = len(log.at), None
+    n_logs = len(log.at)
     if timed and not smoke_all_logs():  # the first logs and the last, the rest estimated
-        grid = sorted(log.at)
-        log.at = set(grid[:SMOKE_LOGS] + grid[-1:])
+        at = sorted(log.at)
+        log.at = set(at[:SMOKE_LOGS] + at[-1:])
     step_s, log_s, t_run = [], 0.0, time.perf_counter()
 
     bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
@@ -422,4 +407,4 @@ def train(
                 wall_s=time.perf_counter() - t_run,
             )
         )
-    return log.history(grid)
+    return log.history()

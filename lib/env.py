@@ -11,8 +11,7 @@ of :func:`lib.engine.train` makes :data:`SMOKE_STEPS` optimizer steps instead of
 ``steps`` (the weights then stay as they are) and is logged at its first
 :data:`SMOKE_LOGS` logging steps and its last one, or at every one of them with
 ``BOOK_SMOKE_LOGS=all`` (then every history has its full shape, and the memory that the
-logs keep is measured too; otherwise a step not logged holds a copy of the last log, so that
-the history has its full shape either way); a chapter's claims are recorded, not asserted
+logs keep is measured too); a chapter's claims are recorded, not asserted
 (:mod:`lib.claims`). Each run's seconds per step and per log are appended, one JSON line
 per run, to the file named by ``BOOK_SMOKE_LOG`` (if set), from which ``make paper-smoke``
 estimates the full run's time.

@@ -146,9 +146,8 @@ def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
     monkeypatch, tmp_path
 ):
     """BOOK_SMOKE=1: a 30-step run updates the weights exactly as a 2-step run does, logs at
-    the first 3 of the 30-step run's logging steps and its last (at every one with
-    BOOK_SMOKE_LOGS=all), returns the full run's history shape either way (a step not
-    logged holds the last log), and writes one JSON line with its seconds per
+    the first 3 of the 30-step run's logging steps and its last (at every one, the same
+    history shape, with BOOK_SMOKE_LOGS=all), and writes one JSON line with its seconds per
     step; a run of at most 2 steps is unchanged. Without it, nothing changes."""
     import json
 
@@ -174,13 +173,7 @@ def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
         assert torch.equal(s2[n], p2[n]) and torch.equal(s30[n], p2[n])
         assert torch.equal(a30[n], p2[n]) and not torch.equal(p30[n], p2[n])
     assert len(h30.steps) > 5 and len(h30.steps) > len(h2.steps)
-    # the first 3 logs and the last are run; the others hold the last log: the full shape
-    assert np.array_equal(g30.steps, h30.steps) and g30["normE"].shape == h30["normE"].shape
-    assert np.array_equal(g30["normE"][:3], f30["normE"][:3])
-    assert np.array_equal(g30["loss"][:3], f30["loss"][:3])
-    for name in ("normE", "loss"):
-        assert np.array_equal(g30[name][3:], np.broadcast_to(g30[name][-1], g30[name][3:].shape))
-    assert np.allclose(g30["normE"][3:], f30["normE"][3:])  # what frozen weights give
+    assert g30.steps.tolist() == h30.steps[:3].tolist() + h30.steps[-1:].tolist()
     assert np.array_equal(f30.steps, h30.steps)
     assert f30["normE"].shape == h30["normE"].shape and f30["loss"].shape == h30["loss"].shape
     late = f30.steps >= 2  # frozen weights: the callback reads the 2-step weights throughout
