@@ -306,8 +306,9 @@ def train(
     In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`) only the first
     :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is then logged at its
     first :data:`~lib.env.SMOKE_LOGS` logging steps and its last one (at every one with
-    ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape), and the seconds per
-    step and per log are recorded (:func:`lib.env.smoke_record`).
+    ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape; and at every one in a
+    run logged at every step, a probe whose analysis reads its history by step), and the
+    seconds per step and per log are recorded (:func:`lib.env.smoke_record`).
     """
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
@@ -349,7 +350,9 @@ def train(
     timed = smoke()
     cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
     n_logs = len(log.at)
-    if timed and not smoke_all_logs():  # the first logs and the last, the rest estimated
+    # The first logs and the last, the rest estimated; a run logged at every step (a probe,
+    # whose analysis reads its history by step) keeps every log.
+    if timed and not smoke_all_logs() and len(log.at) < steps + 1:
         at = sorted(log.at)
         log.at = set(at[:SMOKE_LOGS] + at[-1:])
     step_s, log_s, t_run = [], 0.0, time.perf_counter()

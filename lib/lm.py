@@ -186,6 +186,9 @@ def _check_signature(name: str, phi: torch.Tensor, T: int, other: str = "the log
         raise ValueError(f"signature {name!r} has non-finite rows: drop those tokens")
 
 
+_NULL_CHUNK = 2**25  # permuted pair values made at once by alignment_curves (256 MB of floats)
+
+
 def alignment_curves(
     S_logged,
     signatures: Mapping[str, torch.Tensor],
@@ -245,23 +248,36 @@ def alignment_curves(
     gen = torch.Generator().manual_seed(seed)
     perms = torch.stack([torch.randperm(T, generator=gen) for _ in range(n_perm)])
     x = _standardize(S[..., i, j])  # (n_logs, K, P)
+    cos = {n: _signature_cosines(phi, subtract_mean_row) for n, phi in signatures.items()}
+    pairs = {n: _standardize(c[i, j]) for n, c in cos.items()}
+    # The permuted pairs are made a chunk of permutations at a time: all of them at once
+    # are (n_perm, P) floats and two (n_perm, P) indices per signature, 12 GB at T=1000.
+    chunk = max(1, _NULL_CHUNK // max(len(i), 1))
 
-    def sig_pairs(phi):
-        Ssig = _signature_cosines(phi, subtract_mean_row)
-        return _standardize(Ssig[i, j]), _standardize(Ssig[perms[:, i], perms[:, j]])
+    def permuted(name, sl):  # (perms in sl, P): the permuted signature's standardized pairs
+        p = perms[sl]
+        return _standardize(cos[name][p[:, i], p[:, j]])
 
-    pairs = {n: sig_pairs(phi) for n, phi in signatures.items()}
     out = {}
-    for name, (y, yp) in pairs.items():
+    for name, y in pairs.items():
         r = x @ y  # (n_logs, K)
-        rn = x @ yp.T  # (n_logs, K, n_perm)
+        rn = []  # (n_logs, K, n_perm), by chunks
+        for start in range(0, n_perm, chunk):
+            sl = slice(start, start + chunk)
+            yp = permuted(name, sl)
+            if control is not None and name != control:
+                zp = permuted(control, sl)
+                rn.append(M.partial_from_correlations(x @ yp.T, x @ zp.T, (yp * zp).sum(-1)))
+            elif orthogonal_to is not None and name != orthogonal_to:
+                rn.append(x @ _orthogonal(yp, pairs[orthogonal_to]).T)
+            else:
+                rn.append(x @ yp.T)
+        rn = torch.cat(rn, -1)
         if control is not None and name != control:
-            z, zp = pairs[control]
+            z = pairs[control]
             r = M.partial_from_correlations(r, x @ z, y @ z)
-            rn = M.partial_from_correlations(rn, x @ zp.T, (yp * zp).sum(-1))
         if orthogonal_to is not None and name != orthogonal_to:
-            z = pairs[orthogonal_to][0]
-            r, rn = x @ _orthogonal(y, z), x @ _orthogonal(yp, z).T
+            r = x @ _orthogonal(y, pairs[orthogonal_to])
         flat = rn.flatten(1)
         out[name] = {
             "R": r.numpy(),

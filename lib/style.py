@@ -131,8 +131,11 @@ def similarity_heatmap(ax, S, labels=None, title=None, vmax=1.0, colorbar=True):
 
 
 def band(ax, x, Y, color, label=None, log_x=True, alpha=0.25, **kw):
-    """Seeds as a band: the mean line and the min-max range of Y (n_points, n_seeds)."""
+    """Seeds as a band: the mean line and the min-max range of Y (n_points, n_seeds).
+    No points (an empty selection): nothing is drawn."""
     x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return ax
     Y = np.asarray(Y, dtype=float).reshape(len(x), -1)
     if log_x:
         x = np.where(x <= 0, np.nan, x)  # step 0 cannot sit on a log axis

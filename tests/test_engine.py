@@ -147,7 +147,7 @@ def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
 ):
     """BOOK_SMOKE=1: a 30-step run updates the weights exactly as a 2-step run does, logs at
     the first 3 of the 30-step run's logging steps and its last (at every one, the same
-    history shape, with BOOK_SMOKE_LOGS=all), and writes one JSON line with its seconds per
+    history shape, with BOOK_SMOKE_LOGS=all, and in a run logged at every step), and writes one JSON line with its seconds per
     step; a run of at most 2 steps is unchanged. Without it, nothing changes."""
     import json
 
@@ -167,6 +167,10 @@ def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
     monkeypatch.setenv("BOOK_SMOKE", "1")
     s2, g2 = run(2)
     s30, g30 = run(30)
+    p = build(model, [0, 1, 2])  # a probe logged at every step keeps every log: h.steps[i] == i
+    every = train(model, p, (X, y), 30, callbacks=cb, **{**kw, "log_at": np.arange(31)})
+    assert every.steps.tolist() == list(range(31)) and every["normE"].shape == (31, 3)
+    assert np.allclose(every["normE"][2:], h2["normE"][-1])  # frozen after 2 steps
     monkeypatch.setenv("BOOK_SMOKE_LOGS", "all")
     a30, f30 = run(30)
     for n in p2:
@@ -180,12 +184,13 @@ def test_the_smoke_mode_makes_two_steps_logs_from_the_grid_and_records_the_time(
     assert np.allclose(f30["normE"][late], h2["normE"][-1])
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["steps"], r["run_steps"], len(r["step_s"]), r["K"], r["n_logs_run"]) for r in rows] == [
-        (2, 2, 2, 3, len(h2.steps)), (30, 2, 2, 3, 4), (30, 2, 2, 3, len(h30.steps))]  # fmt: skip
+        (2, 2, 2, 3, len(h2.steps)), (30, 2, 2, 3, 4), (30, 2, 2, 3, 31),
+        (30, 2, 2, 3, len(h30.steps))]  # fmt: skip
     assert rows[1]["n_logs"] == len(h30.steps) and all(t > 0 for t in rows[1]["step_s"])
     monkeypatch.setenv("BOOK_SMOKE", "0")
     n30, _ = run(30)
     assert all(torch.equal(n30[n], p30[n]) for n in p30)
-    assert len(log.read_text().splitlines()) == 3  # nothing recorded outside the smoke mode
+    assert len(log.read_text().splitlines()) == 4  # nothing recorded outside the smoke mode
     monkeypatch.setenv("BOOK_SMOKE", "yes")
     with pytest.raises(ConfigError, match="BOOK_SMOKE=1"):
         run(2)

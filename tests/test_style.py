@@ -21,3 +21,15 @@ def test_subplots_uses_the_standard_size():
     fig, axes = style.subplots(2, 3)
     assert tuple(fig.get_size_inches()) == pytest.approx(style.figsize(3, 2))
     assert axes.shape == (2, 3)
+
+
+def test_band_draws_the_seeds_and_nothing_for_an_empty_selection():
+    import numpy as np
+
+    fig, ax = style.subplots(1)
+    style.band(ax, [1, 2, 4], np.arange(6.0).reshape(3, 2), "C0")
+    assert len(ax.lines) == 1 and len(ax.collections) == 1
+    style.band(ax, [], np.zeros((0, 2)), "C1")  # no counted point: nothing, no error
+    assert len(ax.lines) == 1 and len(ax.collections) == 1
+    with pytest.raises(ValueError):
+        style.band(ax, [1, 2], np.zeros(3), "C2")  # a shape that does not fit still raises
