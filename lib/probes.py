@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .engine import cached_callbacks
+from .env import cpu_threads
 
 __all__ = [
     "heldout_probe",
@@ -54,7 +55,10 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
         C = Zc.transpose(1, 2) @ Zc
         lam = ridge * torch.diagonal(C, dim1=1, dim2=2).mean(-1).clamp_min(1e-300) + 1e-300
         rhs = Zc.transpose(1, 2) @ y[tr][:, None]
-        w = torch.linalg.solve(C + lam[:, None, None] * eye, rhs)
+        # One thread: torch's batched LU on several CPU threads fails inside MKL (DLASWP) at
+        # paper width (f = 256, K >= 3); below that its results equal the one-thread ones.
+        with cpu_threads(1):
+            w = torch.linalg.solve(C + lam[:, None, None] * eye, rhs)
         pred = ((Z[:, te] - mu) @ w)[..., 0]
         correct += (torch.sign(pred) == y[te]).sum(-1)
     return correct / len(y)

@@ -13,6 +13,7 @@ import torch
 
 from lib import models, tasks
 from lib import staircase as st
+from lib.env import cpu_threads
 from lib.probes import bit_probe_callbacks, heldout_probe
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -141,3 +142,13 @@ def test_attention_spread_is_zero_at_uniform_attention_and_grows_off_it(per_inst
     assert flat.shape == (3,) and flat.abs().max().item() < 1e-12
     sharp = tv(0, {**p, "Q": 50 * p["Q"]})
     assert (sharp > 0.2).all() and (sharp <= 1 - 1 / 5 + 1e-12).all()
+
+
+def test_probe_at_paper_width_runs_on_several_threads_with_the_one_thread_numbers():
+    # torch's batched LU on 2 CPU threads failed inside MKL at f = 256, K >= 3 (Chapter 2's
+    # 2-thread stability rerun at paper scale); the probe solves on one thread.
+    Z, y = _features(K=4, f=256, planted=0.3)
+    one = heldout_probe(Z, y, range(12))
+    with cpu_threads(2):
+        two = heldout_probe(Z, y, range(12))
+    assert torch.equal(one, two)
