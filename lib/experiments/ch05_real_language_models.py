@@ -17,7 +17,7 @@ import torch
 from .. import corpora, engine, lm
 from .. import metrics as M
 from .. import signatures as sig
-from ..env import cpu_threads, in_fresh_process
+from ..env import cpu_threads
 from ..models import Transformer, build
 from ..style import COLORS, band
 from ..sweep import Sweep
@@ -278,38 +278,23 @@ def train_run(
     """Train every instance of ``sweep`` on the stream of ``D`` in one batched run (AdamW);
     return the history and the alignment curves of W^E with each target (the residual ones
     as part correlations, beyond the next-token target's geometry) and of W^U with the
-    previous-token signature. ``params`` replaces the initial weights (stability reruns).
-
-    ``threads`` (the stability rerun on another CPU thread count) trains on that many
-    threads in a fresh process (:func:`lib.env.in_fresh_process`): there OpenMP sleeps
-    while idle, where in this process its threads would spin, which on a shared machine made
-    the rerun up to ten times slower. The thread count, and so every sum's order, is the
-    same; the curves are computed here, as for every other run."""
+    previous-token signature. ``params`` replaces the initial weights (stability reruns);
+    ``threads`` trains on that many CPU threads (the stability rerun on another thread
+    count)."""
+    model = decoder(cfg, D["V"])
     if params is None:
-        params = build(decoder(cfg, D["V"]), sweep["seed"], gamma=gammas(cfg, sweep), device=device)
-    if threads is not None and torch.device(device).type == "cpu":
-        hist = in_fresh_process(
-            _history, cfg, D["V"], D["stream"], D["tracked"], sweep, device, desc, params,
-            threads=threads,
-        )  # fmt: skip
-    else:
-        with cpu_threads(threads):
-            hist = _history(cfg, D["V"], D["stream"], D["tracked"], sweep, device, desc, params)
+        params = build(model, sweep["seed"], gamma=gammas(cfg, sweep), device=device)
+    callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
+    stream = lm.window_sampler(
+        D["stream"], cfg.context_len, cfg.batch_size, sweep["seed"], device=device
+    )
+    with cpu_threads(threads):
+        hist = _train(cfg, model, params, stream, callbacks, desc)
     return dict(
         hist=hist,
         emb=lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm, orthogonal_to="next"),
         unemb=lm.alignment_curves(hist["S_U"], D["pre"], n_perm=cfg.n_perm)["previous"],
     )
-
-
-def _history(cfg, V, stream, tracked, sweep, device, desc, params):
-    """The training of :func:`train_run`, from ``params``: its history."""
-    model = decoder(cfg, V)
-    callbacks = lm.similarity_callbacks(params, tracked, tracked)
-    batches = lm.window_sampler(
-        stream, cfg.context_len, cfg.batch_size, sweep["seed"], device=device
-    )
-    return _train(cfg, model, params, batches, callbacks, desc)
 
 
 def _train(cfg, model, params, stream, callbacks, desc):
