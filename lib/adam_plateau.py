@@ -27,7 +27,8 @@ sizes, so the seed scales as :math:`(V d_h)^{-\gamma}` (fan-ins of :math:`E` and
 :math:`W_2`, :func:`seed_exponent`). (2) The plateau: :math:`D` grows exponentially at a
 rate :math:`\Lambda` (:func:`log_rate`) until the sign-bit loss falls below
 :math:`\tfrac12\ln2`, i.e. :math:`D\approx D^*` (:func:`escape_level`).
-:func:`predict_escape` puts the two together; :func:`gradient_flow_escape` is the
+:func:`predict_escape` puts the two together. Adam's second moment remembers phase 1, so on
+the plateau its step on the bit-1 coordinates grows as :func:`adam_clock`; :func:`gradient_flow_escape` is the
 gradient-flow control. :func:`run_probe` trains the probes of :func:`probe_callbacks` in one
 batched run, with every step logged. Numbers only; the argument is on the page.
 """
@@ -59,6 +60,7 @@ __all__ = [
     "linear_fit",
     "log_rate",
     "escape_level",
+    "adam_clock",
     "seed_exponent",
     "predict_escape",
     "calibrate",
@@ -138,14 +140,32 @@ def bilinear_contrast(params: dict, data, layout) -> dict:
     return {"u": u, "M": M, "aW": aW, "D_lin": D_lin.double()}
 
 
-def probe_callbacks(model, data, layout) -> dict:
-    """Callbacks for :func:`lib.engine.train`, per instance (K,), at every logged step.
+def probe_callbacks(
+    model, data, layout, opt_state: dict | None = None, beta2: float = 0.999
+) -> dict:
+    r"""Callbacks for :func:`lib.engine.train`, per instance (K,), at every logged step.
 
     ``D`` (:func:`xor_contrast`), ``D_lin`` (:func:`bilinear_contrast`), ``u`` (norm of
     ``a_E W1``), ``M`` (norm of the parity modulation), ``W1`` (Frobenius norm of ``W1``)
-    and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`).
+    and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`). With the
+    run's ``opt_state`` (:func:`lib.engine.train`), also ``step``: Adam's step per unit
+    gradient on the bit-1 coordinates, the geometric mean of the mean of
+    :math:`1/\sqrt{\hat v}` over the two gate rows of ``E`` and over the first two label
+    blocks of ``W2`` (``nan`` before the first step or without Adam's state).
     """
     flip = label_flip(layout, data.n_labels)
+    gates = list(layout.gates)
+    n_w2 = 2 * layout.block
+
+    def adam_step(step, params):
+        K = params["E"].shape[0]
+        st = opt_state or {}
+        if step < 1 or "v" not in st.get("E", {}) or "v" not in st.get("W2", {}):
+            return torch.full((K,), float("nan"), dtype=torch.float64)
+        corr = (1 - beta2**step) ** 0.5
+        inv_e = (corr / st["E"]["v"][:, gates].sqrt()).flatten(1).double().mean(-1)
+        inv_w = (corr / st["W2"]["v"][..., :n_w2].sqrt()).flatten(1).double().mean(-1)
+        return (inv_e * inv_w).sqrt()
 
     def measure(step, params):
         dev = params["E"].device
@@ -163,9 +183,10 @@ def probe_callbacks(model, data, layout) -> dict:
             "M": bil["M"].flatten(1).norm(dim=-1),
             "W1": params["W1"].flatten(1).norm(dim=-1),
             "bit1": -(ly - torch.logaddexp(ly, lf)).mean(-1),
+            "step": adam_step(step, params),
         }
 
-    return cached_callbacks(measure, ("D", "D_lin", "u", "M", "W1", "bit1"))
+    return cached_callbacks(measure, ("D", "D_lin", "u", "M", "W1", "bit1", "step"))
 
 
 @dataclass
@@ -207,9 +228,14 @@ def run_probe(
     device = kw.pop("device", "cpu")
     kw.setdefault("optimizer", "adam")
     params = build(model, [int(s) for s in seeds], gamma=[float(x) for x in gammas], device=device)
-    cb = probe_callbacks(model, data, layout)
+    state: dict = {}
+    beta2 = kw.get("betas", (0.9, 0.999))[1]
+    cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2)
     X, y = data.X.to(device), data.y.to(device)
-    hist = train(model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb, **kw)
+    hist = train(
+        model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb,
+        opt_state=state, **kw,
+    )  # fmt: skip
     return Probe(hist, np.asarray(gammas, dtype=float), np.asarray(seeds, dtype=int))
 
 
@@ -263,6 +289,22 @@ def escape_level(frac: float = 0.5) -> float:
     if not 0 < frac < 1:
         raise ValueError(f"frac must be in (0, 1), got {frac}")
     return -math.log(2.0**frac - 1.0)
+
+
+def adam_clock(steps, beta2: float = 0.999) -> np.ndarray:
+    r"""Adam's step per unit gradient after a burst, up to the burst's scale:
+    :math:`\phi(t)=\sqrt{(1-\beta_2^t)/((1-\beta_2)\beta_2^t)}`.
+
+    If a coordinate's gradients :math:`g_s` are spent by step :math:`t_p` and negligible
+    after, the bias-corrected second moment is
+    :math:`\hat v_t=(1-\beta_2)\beta_2^t G/(1-\beta_2^t)` with
+    :math:`G=\sum_{s\le t_p}\beta_2^{-s}g_s^2`, so :math:`1/\sqrt{\hat v_t}=\phi(t)/\sqrt G`:
+    about :math:`\sqrt{t/G}` for :math:`t\ll1/(1-\beta_2)`. ``steps`` >= 1.
+    """
+    t = np.asarray(steps, dtype=float)
+    if np.any(t < 1):
+        raise ValueError(f"Adam's clock starts at step 1, got {t.min()}")
+    return np.sqrt(-np.expm1(t * math.log(beta2)) / ((1 - beta2) * beta2**t))
 
 
 def seed_exponent(model) -> float:

@@ -276,6 +276,7 @@ def train(
     desc: str = "train",
     frozen: Sequence[str] = (),
     freeze_at: Mapping[str, int] | None = None,
+    opt_state: dict | None = None,
 ) -> History:
     """Train all K instances of ``params`` (updated in place) for ``steps`` steps.
 
@@ -299,6 +300,9 @@ def train(
         freeze_at: weight name -> the step from which it is no longer updated (an
             ablation that freezes a weight mid-run, e.g. the embedding once the order-0
             stair is done); the other weights and every optimizer state carry on.
+        opt_state: a dict the optimizer keeps its state in, ``name -> {"m": ..., "v": ...}``
+            for Adam (the raw moments, before bias correction), so that a callback that
+            holds the dict can read it; a fresh one by default.
 
     Returns:
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
@@ -342,7 +346,9 @@ def train(
         if not (isinstance(at, int) and at >= 0):
             raise ConfigError(f"freeze_at[{name!r}] must be a step >= 0, got {at!r}")
     lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
-    state = {n: {} for n in trained}
+    state = {} if opt_state is None else opt_state
+    for n in trained:
+        state.setdefault(n, {})
     hyper = _Hyper(momentum, betas, eps, weight_decay, decoupled=optimizer == "adamw")
     step_fn = _STEP[optimizer]
     next_batch = _batch_stream(data, optimizer, batch_size, seed)

@@ -144,7 +144,7 @@ def test_run_probe_logs_every_step_and_selects_arms():
     probe = ap.run_probe(model, data, layout, [0.5, 0.5, 1.0], [0, 1, 0], 4, lr=1e-2)
     h = probe.history
     np.testing.assert_array_equal(h.steps, np.arange(5))
-    for name in ("D", "D_lin", "u", "M", "W1", "bit1"):
+    for name in ("D", "D_lin", "u", "M", "W1", "bit1", "step"):
         assert h[name].shape == (5, 3)
     assert probe.arm(0.5, "D").shape == (5, 2) and probe.arm(0.5, "D", seeds=[1]).shape == (5, 1)
     assert h["bit1"][0, 2] == pytest.approx(math.log(2), abs=1e-3)  # small init: bit 1 unknown
@@ -153,3 +153,53 @@ def test_run_probe_logs_every_step_and_selects_arms():
         probe.arm(0.7, "D")
     with pytest.raises(ValueError, match="one gamma per seed"):
         ap.run_probe(model, data, layout, [0.5], [0, 1], 2)
+
+
+def test_adam_clock_is_the_step_after_a_burst():
+    """After a burst of gradients that then stops, Adam's 1/sqrt(v_hat) is phi(t)/sqrt(G),
+    on the engine's own Adam step; a burst that does not stop breaks the law (control)."""
+    from lib.engine import _adam_step, _Hyper
+
+    h = _Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
+    t_p, T = 40, 300
+    burst = torch.linspace(0.5, 2.0, t_p, dtype=torch.float64)
+
+    def inv_root_vhat(tail: float) -> np.ndarray:
+        p, st, out = torch.zeros(2, dtype=torch.float64), {}, []
+        for t in range(1, T + 1):
+            g = burst[t - 1] if t <= t_p else torch.tensor(tail, dtype=torch.float64)
+            _adam_step(p, g.expand(2).clone(), st, 1e-3, t, h)
+            out.append(float((1 - 0.999**t) ** 0.5 / st["v"][0].sqrt()))
+        return np.array(out)
+
+    t = np.arange(1, T + 1)
+    G = float(((0.999 ** -torch.arange(1, t_p + 1, dtype=torch.float64)) * burst**2).sum())
+    after = t > t_p
+    law = ap.adam_clock(t[after]) / math.sqrt(G)
+    np.testing.assert_allclose(inv_root_vhat(0.0)[after], law, rtol=1e-9)
+    assert ap.adam_clock(t[-1]) / ap.adam_clock(t_p) > 2.5  # the step grows ~ sqrt(t)
+    assert np.max(np.abs(inv_root_vhat(1.0)[after] / law - 1)) > 0.5  # gradients that go on
+    with pytest.raises(ValueError, match="starts at step 1"):
+        ap.adam_clock([0, 1])
+
+
+def test_the_probe_reads_adams_step_on_the_bit1_coordinates():
+    data, layout, model, _ = _tiny()
+    state: dict = {}
+    params = models.build(model, [0, 1], gamma=0.5)
+    cb = ap.probe_callbacks(model, data, layout, opt_state=state)
+    hist = engine.train(model, params, (data.X, data.y), 6, log_at=np.arange(7), callbacks=cb,
+                        lr=1e-2, opt_state=state)  # fmt: skip
+    step = hist["step"]
+    assert step.shape == (7, params["E"].shape[0]) and np.isnan(step[0]).all()
+    # by hand, at the last step
+    corr = (1 - 0.999**6) ** 0.5
+    e = (corr / state["E"]["v"][:, list(layout.gates)].sqrt()).flatten(1).mean(-1)
+    w = (corr / state["W2"]["v"][..., : 2 * layout.block].sqrt()).flatten(1).mean(-1)
+    np.testing.assert_allclose(step[-1], (e * w).sqrt().double().numpy(), rtol=1e-6)
+    # without Adam's state (plain GD) the probe reads nan, not a number
+    gd_state: dict = {}
+    gd = engine.train(model, models.build(model, [0, 1], gamma=0.5), (data.X, data.y), 2,
+                      log_at=np.arange(3), optimizer="gd", lr=1e-2, opt_state=gd_state,
+                      callbacks=ap.probe_callbacks(model, data, layout, opt_state=gd_state))  # fmt: skip
+    assert np.isnan(gd["step"]).all()

@@ -109,6 +109,22 @@ def test_freeze_at_stops_one_weight_mid_run_and_the_rest_carry_on():
         train(model, r, (X, y), 1, freeze_at={"E": -1})
 
 
+def test_opt_state_exposes_adams_moments_and_changes_nothing():
+    """A dict passed as ``opt_state`` holds Adam's raw moments per weight, on (B, L) and
+    (K, B, L) tokens, and the run is bit-identical to one without it."""
+    model = EmbMLP(11, 4, 8, 11)
+    X, y = _data()
+    for Xk, yk in ((X, y), (X.expand(2, *X.shape).clone(), y.expand(2, *y.shape).clone())):
+        p = build(model, [0, 1], gamma=0.5)
+        q = {n: t.detach().clone().requires_grad_(True) for n, t in p.items()}
+        state: dict = {}
+        train(model, p, (Xk, yk), 3, optimizer="adam", lr=0.05)
+        train(model, q, (Xk, yk), 3, optimizer="adam", lr=0.05, opt_state=state)
+        assert all(torch.equal(p[n], q[n]) for n in p)
+        assert set(state) == set(p) and all(state[n]["v"].shape == p[n].shape for n in p)
+        assert all(bool((state[n]["v"] > 0).any()) for n in p)
+
+
 def test_gd_step_matches_autograd():
     model = EmbMLP(11, 4, 8, 11)
     X, y = _data()
