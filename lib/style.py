@@ -130,6 +130,24 @@ def similarity_heatmap(ax, S, labels=None, title=None, vmax=1.0, colorbar=True):
     return im
 
 
+def log_axes(ax, x: bool = False, y: bool = True):
+    """Put the chosen axes of ``ax`` on a log scale where the data drawn on it have a
+    positive value. Where they have none (every event of a run that learned nothing is
+    ``inf``) the axis stays linear and the panel says so, instead of the draw failing."""
+    empty = []
+    for on, minpos, name in ((x, ax.dataLim.minposx, "x"), (y, ax.dataLim.minposy, "y")):
+        if not on:
+            continue
+        if np.isfinite(minpos) and minpos > 0:
+            getattr(ax, f"set_{name}scale")("log")
+        else:
+            empty.append(name)
+    if empty:
+        ax.text(0.5, 0.5, "no finite value", transform=ax.transAxes, ha="center",
+                color=COLORS["null"])  # fmt: skip
+    return ax
+
+
 def band(ax, x, Y, color, label=None, log_x=True, alpha=0.25, **kw):
     """Seeds as a band: the mean line and the min-max range of Y (n_points, n_seeds).
     No points (an empty selection): nothing is drawn."""
