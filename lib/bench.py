@@ -2,7 +2,9 @@
 
 Run ``make bench`` (or ``python -m lib.bench``). For every model family in
 :data:`FAMILIES` it trains K=16 instances for S Adam steps three ways and prints
-steps per second (one "step" advances all K instances) and the ratios:
+steps per second (one "step" advances all K instances) and the ratios, once on one CPU
+thread (how the book trains: one worker per core, one thread each) and once on torch's
+default (every core):
 
 * batched: one call of :func:`lib.engine.train` with K=16;
 * sequential: 16 calls with K=1, the same engine;
@@ -51,6 +53,7 @@ import torch
 import torch.nn as nn
 
 from .engine import train
+from .env import cpu_threads
 from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
 
 
@@ -140,15 +143,18 @@ def _plain_loop(make_net, X, y, K, steps, batch):
             opt.step()
 
 
-def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3):
+def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3, threads=None):
+    """Rows ``(family, batched, sequential, plain steps/s, batched/seq, batched/plain)``,
+    on ``threads`` CPU threads (``None``: torch's default, every core)."""
     X, y = _data(V, L)
     kw = dict(optimizer="adam", lr=1e-3, batch_size=batch, log_at=[steps])
     rows = []
-    for name, model, plain in _families(V, L, d, batch):
-        t_b = _time(partial(_batched, model, X, y, K, steps, kw), repeats)
-        t_s = _time(partial(_sequential, model, X, y, K, steps, kw), repeats)
-        t_p = _time(partial(_plain_loop, plain, X, y, K, steps, batch), repeats)
-        rows.append((name, steps / t_b, steps / t_s, steps / t_p, t_s / t_b, t_p / t_b))
+    with cpu_threads(threads):
+        for name, model, plain in _families(V, L, d, batch):
+            t_b = _time(partial(_batched, model, X, y, K, steps, kw), repeats)
+            t_s = _time(partial(_sequential, model, X, y, K, steps, kw), repeats)
+            t_p = _time(partial(_plain_loop, plain, X, y, K, steps, batch), repeats)
+            rows.append((name, steps / t_b, steps / t_s, steps / t_p, t_s / t_b, t_p / t_b))
     return rows
 
 
@@ -421,20 +427,29 @@ def main(argv=None):
         return 0 if all(r["passed"] for r in rows) else 1
     if args.build:
         return main_build(args.scale)
-    rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch)
-    print(
-        f"K={args.K} instances, {args.steps} Adam steps, d={args.d}, batch={args.batch}, "
-        f"{torch.get_num_threads()} threads (steps/s: one step advances all K instances)"
-    )
-    print(
-        f"{'model':<20}{'batched':>10}{'sequential':>12}{'plain':>10}{'batched/seq':>13}{'batched/plain':>15}"
-    )
-    for name, b, s, p, r_s, r_p in rows:
-        print(f"{name:<20}{b:>10.1f}{s:>12.1f}{p:>10.1f}{r_s:>12.1f}x{r_p:>14.1f}x")
-    for name, *_, r_s, _ in rows:
-        if name in GOAL_MODELS:
-            met = "met" if r_s >= GOAL else "NOT met"
-            print(f"goal batched/sequential >= {GOAL:.0f}x at K=16 for {name}: {r_s:.1f}x, {met}")
+    wait = os.environ.get("OMP_WAIT_POLICY", "unset")
+    # One thread is how the book trains (one worker per core, one torch thread each); every
+    # core is torch's default. With OMP_WAIT_POLICY=PASSIVE (the book's setting) the
+    # threads of a multi-threaded run sleep between operations, and waking them costs most
+    # on the many small operations of a K=1 run.
+    for threads in (1, torch.get_num_threads()):
+        rows = run(K=args.K, steps=args.steps, d=args.d, batch=args.batch, threads=threads)
+        print(
+            f"\nK={args.K} instances, {args.steps} Adam steps, d={args.d}, batch={args.batch}, "
+            f"{threads} thread(s), OMP_WAIT_POLICY={wait} "
+            "(steps/s: one step advances all K instances)"
+        )
+        print(
+            f"{'model':<22}{'batched':>9}{'sequential':>12}{'plain':>8}"
+            f"{'batched/seq':>13}{'batched/plain':>15}"
+        )
+        for name, b, s, p, r_s, r_p in rows:
+            print(f"{name:<22}{b:>9.1f}{s:>12.1f}{p:>8.1f}{r_s:>12.1f}x{r_p:>14.1f}x")
+        for name, *_, r_s, _ in rows:
+            if name in GOAL_MODELS:
+                met = "met" if r_s >= GOAL else "NOT met"
+                print(f"goal batched/sequential >= {GOAL:.0f}x at K={args.K} for {name}: "
+                      f"{r_s:.1f}x, {met}")  # fmt: skip
     t_flush, t_denormal = run_denormal()
     print(
         "\nsmall-init (gamma=1) Emb-MLP on modular addition, K=8, 1500 Adam steps: denormals flushed "
