@@ -27,9 +27,9 @@ sizes, so the seed scales as :math:`(V d_h)^{-\gamma}` (fan-ins of :math:`E` and
 :math:`W_2`, :func:`seed_exponent`). (2) The plateau: :math:`D` grows exponentially at a
 rate :math:`\Lambda` (:func:`log_rate`) until the sign-bit loss falls below
 :math:`\tfrac12\ln2`, i.e. :math:`D\approx D^*` (:func:`escape_level`).
-:func:`predict_escape` puts the two together. Adam's second moment remembers phase 1, so on
-the plateau its step on the bit-1 coordinates grows as :func:`adam_clock`; :func:`gradient_flow_escape` is the
-gradient-flow control. :func:`run_probe` trains the probes of :func:`probe_callbacks` in one
+:func:`predict_escape` puts the two together; :func:`gradient_flow_escape` is the
+gradient-flow control. Adam's second moment remembers phase 1, so on the plateau its step
+on the bit-1 coordinates grows as :func:`adam_clock`. :func:`run_probe` trains the probes of :func:`probe_callbacks` in one
 batched run, with every step logged. Numbers only; the argument is on the page.
 """
 
@@ -141,7 +141,7 @@ def bilinear_contrast(params: dict, data, layout) -> dict:
 
 
 def probe_callbacks(
-    model, data, layout, opt_state: dict | None = None, beta2: float = 0.999
+    model, data, layout, opt_state: dict | None = None, beta2: float = 0.999, eps: float = 1e-8
 ) -> dict:
     r"""Callbacks for :func:`lib.engine.train`, per instance (K,), at every logged step.
 
@@ -150,8 +150,9 @@ def probe_callbacks(
     and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`). With the
     run's ``opt_state`` (:func:`lib.engine.train`), also ``step``: Adam's step per unit
     gradient on the bit-1 coordinates, the geometric mean of the mean of
-    :math:`1/\sqrt{\hat v}` over the two gate rows of ``E`` and over the first two label
-    blocks of ``W2`` (``nan`` before the first step or without Adam's state).
+    :math:`1/(\sqrt{\hat v}+\epsilon)` (Adam's own denominator, ``beta2`` and ``eps`` those
+    of the run) over the two gate rows of ``E`` and over the first two label blocks of
+    ``W2`` (``nan`` before the first step or without Adam's state).
     """
     flip = label_flip(layout, data.n_labels)
     gates = list(layout.gates)
@@ -163,9 +164,8 @@ def probe_callbacks(
         if step < 1 or "v" not in st.get("E", {}) or "v" not in st.get("W2", {}):
             return torch.full((K,), float("nan"), dtype=torch.float64)
         corr = (1 - beta2**step) ** 0.5
-        inv_e = (corr / st["E"]["v"][:, gates].sqrt()).flatten(1).double().mean(-1)
-        inv_w = (corr / st["W2"]["v"][..., :n_w2].sqrt()).flatten(1).double().mean(-1)
-        return (inv_e * inv_w).sqrt()
+        inv = lambda v: (1 / (v.double().sqrt() / corr + eps)).flatten(1).mean(-1)
+        return (inv(st["E"]["v"][:, gates]) * inv(st["W2"]["v"][..., :n_w2])).sqrt()
 
     def measure(step, params):
         dev = params["E"].device
@@ -229,8 +229,8 @@ def run_probe(
     kw.setdefault("optimizer", "adam")
     params = build(model, [int(s) for s in seeds], gamma=[float(x) for x in gammas], device=device)
     state: dict = {}
-    beta2 = kw.get("betas", (0.9, 0.999))[1]
-    cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2)
+    beta2, eps = kw.get("betas", (0.9, 0.999))[1], kw.get("eps", 1e-8)
+    cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2, eps=eps)
     X, y = data.X.to(device), data.y.to(device)
     hist = train(
         model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb,

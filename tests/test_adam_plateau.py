@@ -193,9 +193,9 @@ def test_the_probe_reads_adams_step_on_the_bit1_coordinates():
     step = hist["step"]
     assert step.shape == (7, params["E"].shape[0]) and np.isnan(step[0]).all()
     # by hand, at the last step
-    corr = (1 - 0.999**6) ** 0.5
-    e = (corr / state["E"]["v"][:, list(layout.gates)].sqrt()).flatten(1).mean(-1)
-    w = (corr / state["W2"]["v"][..., : 2 * layout.block].sqrt()).flatten(1).mean(-1)
+    corr = (1 - 0.999**6) ** 0.5  # Adam's bias correction and eps, as in its update
+    e = (1 / (state["E"]["v"][:, list(layout.gates)].sqrt() / corr + 1e-8)).flatten(1).mean(-1)
+    w = (1 / (state["W2"]["v"][..., : 2 * layout.block].sqrt() / corr + 1e-8)).flatten(1).mean(-1)
     np.testing.assert_allclose(step[-1], (e * w).sqrt().double().numpy(), rtol=1e-6)
     # without Adam's state (plain GD) the probe reads nan, not a number
     gd_state: dict = {}

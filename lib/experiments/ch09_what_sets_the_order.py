@@ -69,7 +69,8 @@ class Config(ChapterConfig):
         never uses; its constants are read off quantities other than the escape step.
     probe_steps: steps of the every-step probe of Chapter 2's sweep (they cover every
         escape).
-    law_tol: the relative agreement asked of the law's predicted median escape step.
+    law_tol: the relative agreement asked of the law's predicted median escape step (and
+        of Adam's step against Adam's clock over the calibration arm's plateau).
     law_lr_factor: the learning-rate arm of the gamma law: the same probe and calibration
         at this multiple of Chapter 2's Adam rate (its every-step probe still covers every
         escape within probe_steps).
