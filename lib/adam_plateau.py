@@ -59,6 +59,7 @@ __all__ = [
     "knee",
     "linear_fit",
     "log_rate",
+    "stretch_rate",
     "escape_level",
     "adam_clock",
     "seed_exponent",
@@ -282,6 +283,19 @@ def log_rate(steps, D, start, hi: float = 0.1, stop=None) -> np.ndarray:
         if sel.sum() >= 3:
             out[k] = np.polyfit(steps[sel], np.log(v[sel, k]), 1)[0]
     return out
+
+
+def stretch_rate(steps, D, lo: float, hi: float) -> np.ndarray:
+    """Per instance, the slope of ``ln D`` from the first logged step at which ``D >= lo``,
+    over the steps at which ``lo <= D < hi``: the growth rate of ``D`` on its way from
+    ``lo`` to ``hi`` (:func:`log_rate` gives it below ``lo``). ``nan`` where ``D`` never
+    reaches ``lo`` or fewer than 3 steps qualify."""
+    steps = np.asarray(steps, dtype=float)
+    v = np.asarray(D, dtype=float).reshape(len(steps), -1)
+    reached = v >= lo
+    start = np.where(reached.any(0), steps[reached.argmax(0)], np.inf)
+    above = np.where(v >= lo, v, 0.0)  # below lo after the start (a dip): skipped
+    return log_rate(steps, above, start, hi=hi)
 
 
 def escape_level(frac: float = 0.5) -> float:

@@ -94,6 +94,11 @@ def test_the_readings_of_a_curve():
     bent = np.where(D < 1e-3, D, 1e-3 * np.exp(0.2 * (steps - np.argmax(D >= 1e-3))))
     assert ap.log_rate(steps, bent[:, None], 0, hi=1e-3)[0] == pytest.approx(0.05)
     assert ap.log_rate(steps, bent[:, None], 0, hi=1.0)[0] > 0.06  # the fast stretch counts
+    # the stretch from 1e-3 to 1 alone: the fast rate; on a single exponential, the one rate
+    both = np.stack([bent, np.abs(D), np.full(len(steps), 1e-5)], 1)
+    fast = ap.stretch_rate(steps, both, 1e-3, 1.0)
+    assert fast[0] == pytest.approx(0.2) and fast[1] == pytest.approx(0.05)
+    assert np.isnan(fast[2])  # never reaches 1e-3
 
 
 def test_the_escape_level_and_the_seed_exponent():
