@@ -2,7 +2,8 @@
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
 #   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build,
-#                       and every page opened offline in headless chromium
+#                       and every page opened offline in headless chromium; a chapter that
+#                       passed before on the same inputs is not run again (FRESH=1 runs all)
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
@@ -20,6 +21,7 @@ EXECUTED := build/executed
 STAGED := build/book
 LOCK := flock .book.lock
 TIMES := build/test-times
+TEST_CACHE := build/test-cache
 # Chapters run side by side under nbmake, one worker per core (at most one per chapter),
 # torch and BLAS on one thread each; the report page runs after them (it reads their claims).
 WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 8 ? n : 8 )))
@@ -100,12 +102,20 @@ _unit:
 		--durations=10 --junitxml=$(TIMES)/unit.xml
 
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
-# report, which reads the claims they wrote.
+# report, which reads the claims they wrote. A chapter that passed before on the same inputs
+# (its stamp: source, lib modules, packages, settings) is restored from $(TEST_CACHE) instead
+# of run again (lib/book/testcache.py); FRESH=1 runs every chapter.
 _chapters:
-	rm -rf $(NB)
+	rm -rf $(NB) $(TIMES)/chapters.xml && mkdir -p $(TIMES)
 	$(BIN)/python -m lib.booktools convert $(NB)
-	BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(CURDIR)/$(NB)/claims $(ONE_THREAD) $(NBMAKE) -n $(WORKERS) \
-		--durations=0 --junitxml=$(TIMES)/chapters.xml $(filter-out $(REPORT),$(patsubst chapters/%.md,$(NB)/%.ipynb,$(wildcard chapters/*.md)))
+	$(ONE_THREAD) $(BIN)/python -m lib.booktools test-cache restore $(NB) $(TEST_CACHE) \
+		--times $(TIMES) $(if $(FRESH),--fresh)
+	todo="$$(cat $(NB)/todo.txt)"; rc=0; \
+	if [ -n "$$todo" ]; then \
+		BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(CURDIR)/$(NB)/claims $(ONE_THREAD) $(NBMAKE) -n $(WORKERS) \
+			--durations=0 --junitxml=$(TIMES)/chapters.xml $$todo || rc=$$?; \
+		$(BIN)/python -m lib.booktools test-cache store $(NB) $(TEST_CACHE) --junit $(TIMES)/chapters.xml; \
+	fi; exit $$rc
 
 _report:
 	BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(CURDIR)/$(NB)/claims $(NBMAKE) --junitxml=$(TIMES)/report.xml $(REPORT)

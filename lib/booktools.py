@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from .book import testcache
 from .book.cli import main
 from .book.execute import REPORT_PREFIX, execute
 from .book.fold import FOLD_TAGS, fold_plumbing
@@ -61,6 +62,7 @@ __all__ = [
     "notebook_stamp",
     "run_pool",
     "stage",
+    "testcache",
     "timing_table",
     "worker_env",
 ]

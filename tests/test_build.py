@@ -329,3 +329,40 @@ def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
     ).stdout.strip()
     assert run(env) == "PASSIVE"
     assert run(dict(env, OMP_WAIT_POLICY="ACTIVE")) == "ACTIVE"
+
+
+def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, monkeypatch):
+    """lib/book/testcache.py: a chapter that passed is not run again while its stamp holds;
+    a failed one, an edited lib module, other thread settings or FRESH=1 run it again."""
+    nb, cache, times = toy / "executed", toy / "build" / "test-cache", toy / "times"
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    booktools.convert(nb, root=toy)
+    restore = lambda **kw: booktools.testcache.restore(nb, cache, times, root=toy, **kw)
+    assert restore() == (["01_a", "02_b"], [])
+    for stem in ("01_a", "02_b"):  # what nbmake leaves: executed notebooks and claims
+        run = json.loads((nb / f"{stem}.ipynb").read_text())
+        run["cells"][-1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": stem}]
+        (nb / f"{stem}.ipynb").write_text(json.dumps(run))
+        (nb / "claims" / f"{stem}.json").write_text(json.dumps({"chapter": stem}))
+    junit = toy / "chapters.xml"
+    junit.write_text(
+        '<testsuites><testsuite><testcase name="01_a.ipynb" time="3"/><testcase name="02_b.ipynb"'
+        ' time="4"><failure message="boom"/></testcase></testsuite></testsuites>'
+    )
+    assert booktools.testcache.store(nb, cache, junit) == ["01_a"]  # never a failure
+    booktools.convert(nb, root=toy)  # make test starts from unexecuted notebooks
+    (nb / "claims" / "01_a.json").unlink()
+    assert restore() == (["02_b"], ["01_a"])
+    assert json.loads((nb / "01_a.ipynb").read_text())["cells"][-1]["outputs"][0]["text"] == "01_a"
+    assert json.loads((nb / "claims" / "01_a.json").read_text()) == {"chapter": "01_a"}
+    assert (nb / "todo.txt").read_text() == f"{nb / '02_b'}.ipynb\n"
+    table = booktools.timing_table(times, root=toy, record=False)
+    assert "01_a" in table and "passed before, unchanged" in table
+    assert restore(fresh=True) == (["01_a", "02_b"], [])
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert restore()[1] == []  # other thread settings: run again
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (toy / "lib" / "a.py").write_text("VALUE = 2\n")
+    assert restore()[1] == []  # the chapter imports lib.a: run again
+    (toy / "lib" / "a.py").write_text("VALUE = 1\n")
+    assert restore()[1] == ["01_a"]

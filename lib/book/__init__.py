@@ -20,6 +20,9 @@ rebuild executes only what changed:
   A chapter whose header is not MyST (which would silently turn its code cells into
   Markdown) or that has no code cell is refused.
 * ``times``: the table of seconds per phase and per notebook that ``make test`` prints.
+* ``test-cache``: ``make test`` keeps each chapter that passed under nbmake, with its stamp
+  at ``ci`` scale and the test's settings, and restores it instead of running it again
+  while the stamp holds (``FRESH=1`` runs every chapter; a failure is never kept).
 
 Every command holds a lock on its output folder, so two runs in one checkout serialize
 instead of clobbering each other.
@@ -28,6 +31,7 @@ Modules, one concern each: ``notebook`` (chapters as notebooks: read, convert, e
 imports nothing from ``lib``, so a worker process loads it alone), ``stamps`` (hashes of what
 a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM), ``execute``
 (the stale chapters, through the pool), ``mathjax`` and ``fold`` (what staging copies and
-folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``) and ``cli``
-(the command line). :mod:`lib.booktools` gathers them in one namespace.
+folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``),
+``testcache`` (the chapters ``make test`` need not run again) and ``cli`` (the command
+line). :mod:`lib.booktools` gathers them in one namespace.
 """

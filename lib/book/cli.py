@@ -1,4 +1,4 @@
-"""The command line: ``python -m lib.booktools execute|convert|stage|times ...``."""
+"""The command line: ``python -m lib.booktools execute|convert|stage|times|test-cache ...``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from .execute import execute
 from .notebook import ROOT, BuildError, convert
 from .stage import stage
+from .testcache import restore, store
 from .timing import timing_table
 
 
@@ -34,10 +35,26 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--doctrees", type=Path, default=None, help="Sphinx's saved environment")
     tt = sub.add_parser("times", help="print the timing table of `make test`")
     tt.add_argument("times", type=Path, help="the folder of phases.txt and the JUnit files")
+    tc = sub.add_parser("test-cache", help="restore or keep the chapters of `make test`")
+    tc.add_argument("action", choices=("restore", "store"))
+    tc.add_argument("notebooks", type=Path, help="the folder nbmake runs the notebooks in")
+    tc.add_argument("cache", type=Path)
+    tc.add_argument("--times", type=Path, default=None, help="the folder of the timing table")
+    tc.add_argument("--junit", type=Path, default=None, help="nbmake's JUnit file (store)")
+    tc.add_argument("--fresh", action="store_true", help="restore nothing: run every chapter")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "times":
             print(timing_table(args.times))
+        elif args.cmd == "test-cache" and args.action == "restore":
+            todo, restored = restore(args.notebooks, args.cache, args.times, fresh=args.fresh)
+            if restored:
+                print(f"{len(restored)} chapter(s) unchanged since they last passed, not run "
+                      f"again (FRESH=1 runs them): {' '.join(restored)}")  # fmt: skip
+        elif args.cmd == "test-cache":
+            if args.junit is None:
+                raise ValueError("test-cache store needs --junit, the JUnit file of nbmake")
+            store(args.notebooks, args.cache, args.junit)
         elif args.cmd == "execute":
             scale, device = get_scale(), get_device()
             warning = scale_warning(scale, device)

@@ -30,7 +30,8 @@ def _junit_cases(path: Path) -> list[tuple[str, float, str]]:
 def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
     """The table ``make test`` prints at its end: the seconds of each phase (``phases.txt``:
     lines ``phase milliseconds``, as the Makefile writes them) and of each notebook (the
-    JUnit XML files ``chapters.xml`` and ``report.xml`` of nbmake). With ``record``, the
+    JUnit XML files ``chapters.xml`` and ``report.xml`` of nbmake; ``cached.txt`` lists the
+    chapters restored by :mod:`lib.book.testcache`, not run). With ``record``, the
     seconds of every notebook are merged into ``.cache/chapter-durations.json`` (those of
     one that failed only where they are longer than the recorded ones: a lower bound),
     from which the next run orders the chapters, the longest first (conftest.py)."""
@@ -41,6 +42,7 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
                 name, ms = line.split()
                 phases.append((name, int(ms) / 1000))
     notebooks = [c for f in ("chapters.xml", "report.xml") for c in _junit_cases(times / f)]
+    cached = (times / "cached.txt").read_text().split() if (times / "cached.txt").is_file() else []
     unit = _junit_cases(times / "unit.xml")
     w = max([len(Path(n).stem) + 2 for n, *_ in notebooks] + [34])
     lines = [f"make test: seconds per phase ({os.cpu_count()} cores)", f"{'phase':<{w}}{'s':>8}"]
@@ -50,9 +52,11 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
     if unit:
         lines.append(f"{'(unit tests: ' + str(len(unit)) + ', summed)':<{w}}"
                      f"{sum(t for _, t, _ in unit):>8.0f}")  # fmt: skip
-    if notebooks:
+    if notebooks or cached:
         lines += ["", f"{'notebook (nbmake, BOOK_SCALE=ci)':<{w}}{'s':>8}  outcome"]
         lines += [f"{Path(n).stem:<{w}}{t:>8.0f}  {o}" for n, t, o in notebooks]
+        # restored by lib.book.testcache: unchanged since they last passed, not run
+        lines += [f"{n:<{w}}{'-':>8}  passed before, unchanged (FRESH=1 runs it)" for n in cached]
     if record and notebooks:
         path = root / DURATIONS_RECORD
         try:
