@@ -53,6 +53,7 @@ __all__ = [
     "Stairs",
     "BitRun",
     "run_bits",
+    "rerun_horizon",
     "log_step_shift",
     "stability",
 ]
@@ -464,11 +465,31 @@ class BitRun:
             k: ds[k].sel(gamma=float(gamma)).transpose("step", "seed").values for k in ds
         }
 
-    def stairs(self, gamma: float) -> Stairs:
-        """Onsets, escapes and plateaus of the arm at ``gamma``, every seed."""
+    def onset_levels(self, gamma: float) -> dict:
+        """``{order: (seeds,)}``: the level of R at which :func:`stair_onsets` puts each
+        onset of the arm at ``gamma`` (half the run's maximum, at least the floor)."""
+        steps, m = self.arm(gamma)
+        return {
+            o: M.relative_onset(steps, m[f"R{o}"], floor=self.floor[o])[1]
+            for o in self.targets.orders
+        }
+
+    def stairs(self, gamma: float, levels: dict | None = None) -> Stairs:
+        """Onsets, escapes and plateaus of the arm at ``gamma``, every seed.
+
+        ``levels`` (``{order: (seeds,)}``, e.g. another run's :meth:`onset_levels`) puts the
+        onsets where R first reaches those levels, instead of half this run's own maximum:
+        a rerun read against its base run's levels is read like with like, and needs only
+        the steps up to its base run's last event (:func:`rerun_horizon`).
+        """
         steps, m = self.arm(gamma)
         orders = self.targets.orders
-        on = {o: stair_onsets(steps, m[f"R{o}"], self.floor[o]) for o in orders}
+        if levels is None:
+            on = {o: stair_onsets(steps, m[f"R{o}"], self.floor[o]) for o in orders}
+        else:
+            hit = {o: np.nan_to_num(m[f"R{o}"], nan=-np.inf) >= levels[o][None] for o in orders}
+            t = np.asarray(steps, dtype=float)
+            on = {o: np.where(h.any(0), t[h.argmax(0)], np.inf) for o, h in hit.items()}
         esc = {o: escape_steps(steps, m[f"bit{o}"]) for o in orders if o > 0}
         masks = {o: plateau_mask(steps, m[f"bit{o}"], on[o - 1]) for o in esc}
         med = {
@@ -492,6 +513,24 @@ def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, f
     """
     history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
     return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)
+
+
+def rerun_horizon(steps, base: Stairs, tol: int) -> int:
+    """The last step a stability rerun of ``base`` (logged on ``steps``) has to train for.
+
+    A rerun event more than ``tol`` logged steps after the base run's last event fails the
+    check (:func:`stability`) wherever it falls, so the rerun may stop ``tol`` logged steps
+    after that event: an event it then never reaches reads ``inf``, which is more than
+    ``tol`` logged steps away too. Where the base run misses an event (``inf``), the rerun
+    runs to the end: a late event there would otherwise go unseen. Read the truncated rerun
+    against the base run's onset levels (:meth:`BitRun.stairs`), not its own maximum.
+    """
+    steps = np.asarray(steps)
+    events = np.concatenate([*base.onsets.values(), *base.escapes.values()]).astype(float)
+    if not np.isfinite(events).all():
+        return int(steps[-1])
+    last = int(np.searchsorted(steps, events.max()))
+    return int(steps[min(last + tol, len(steps) - 1)])
 
 
 def log_step_shift(steps, a, b) -> np.ndarray:

@@ -106,6 +106,23 @@ def test_stability_passes_a_copy_and_fails_a_shift_or_a_flipped_verdict():
     assert st.log_step_shift(steps, [np.inf], [np.inf]).tolist() == [0]
 
 
+def test_a_rerun_cut_at_its_horizon_gets_the_verdict_of_the_full_rerun():
+    steps = np.array([0, 1, 2, 4, 8, 16, 32, 64])
+    stairs = lambda on1, esc1: st.Stairs(
+        {0: np.array([1.0, 1.0]), 1: np.array(on1)}, {1: np.array(esc1)}, {}, {}
+    )
+    base = stairs([4.0, 8.0], [8.0, 8.0])  # the last event at step 8, logged step 4
+    assert st.rerun_horizon(steps, base, tol=1) == 16 and st.rerun_horizon(steps, base, 2) == 32
+    assert st.rerun_horizon(steps, base, tol=9) == 64  # never past the run's end
+    assert st.rerun_horizon(steps, stairs([4.0, np.inf], [8.0, 8.0]), tol=1) == 64  # a miss
+    cut = steps[steps <= st.rerun_horizon(steps, base, tol=1)]
+    for late, passes in ((16.0, True), (32.0, False)):  # one and two logged steps late
+        full = st.stability(steps, base, stairs([4.0, late], [8.0, 8.0]), tol=1)
+        seen = late if late <= cut[-1] else np.inf  # the cut rerun never reaches the event
+        part = st.stability(cut, base, stairs([4.0, seen], [8.0, 8.0]), tol=1)
+        assert full["holds"].tolist() == part["holds"].tolist() == [True, passes]
+
+
 def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
     from lib.probes import anchor_features, anchor_probe_callbacks
 
