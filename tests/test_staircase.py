@@ -188,7 +188,9 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
     for o in s.onsets:
         np.testing.assert_array_equal(own.onsets[o], s.onsets[o])
     # a rerun cut at step 4, logged on the same steps, is the full run's beginning
-    cut = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 4, floor, lr=1e-2, log_at=[0, 1, 2, 4])
+    cut = st.run_bits(
+        mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 4, floor, lr=1e-2, log_at=[0, 1, 2, 4]
+    )
     for k in ("R0", "R1", "bit1"):
         np.testing.assert_array_equal(cut.arm(0.5)[1][k], m[k][:4])
     high = {o: np.full(2, 1e9) for o in s.onsets}  # levels never reached: no onset
