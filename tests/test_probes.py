@@ -41,6 +41,33 @@ def test_probe_finds_a_shared_direction_and_not_memorized_labels():
     assert acc_within.min() > 0.95 and abs(acc_across.mean().item() - 0.5) < 0.06
 
 
+def _probe_by_hand(Z, y, grp, ridge=1.0):
+    """The held-out probe, one group at a time, centred on the other groups explicitly."""
+    correct = torch.zeros(Z.shape[0], dtype=torch.float64)
+    for g in torch.unique(grp):
+        tr, te = grp != g, grp == g
+        mu = Z[:, tr].mean(1, keepdim=True)
+        Zc = Z[:, tr] - mu
+        C = Zc.mT @ Zc
+        lam = ridge * torch.diagonal(C, dim1=1, dim2=2).mean(-1) + 1e-300
+        w = torch.linalg.solve(C + lam[:, None, None] * torch.eye(Z.shape[-1]), Zc.mT @ y[tr, None])
+        correct += (torch.sign(((Z[:, te] - mu) @ w)[..., 0]) == y[te]).sum(-1)
+    return correct / len(y)
+
+
+@pytest.mark.parametrize("K, N, f, G", [(3, 240, 16, 12), (2, 12, 8, 12), (4, 300, 40, 5)])
+def test_probe_of_every_group_at_once_equals_one_group_at_a_time(K, N, f, G):
+    gen = torch.Generator().manual_seed(K * N + f)
+    Z = torch.randn(K, N, f, generator=gen, dtype=torch.float64) + 3.0  # off-centre features
+    grp = torch.arange(N) % G
+    y = torch.where(torch.rand(N, generator=gen) < 0.5, 1.0, -1.0).double()
+    Z[..., 0] += 0.7 * y  # a planted direction, so the accuracies are not all at chance
+    got = heldout_probe(Z, y, grp)
+    torch.testing.assert_close(got, _probe_by_hand(Z, y, grp), rtol=0, atol=0)
+    assert got.shape == (K,)
+    torch.testing.assert_close(heldout_probe(Z[1], y, grp), got[1:2], rtol=0, atol=0)  # (N, f)
+
+
 def test_probe_refuses_bad_input_by_name():
     Z, y = _features(K=2)
     with pytest.raises(ValueError, match="must both be"):
