@@ -56,7 +56,7 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
     mu = (Z.sum(1, keepdim=True) - member @ Z) / n_tr  # (K, G, f): the other groups' mean
     zy_tr = Zy.sum(1, keepdim=True) - member @ Zy
     y_tr = (y.sum() - member @ y)[None, :, None]
-    own = torch.stack([Z[:, g_of == g].mT @ Z[:, g_of == g] for g in range(len(ids))], 1)
+    own = torch.stack([Z[:, g_of == i].mT @ Z[:, g_of == i] for i in range(len(ids))], 1)
     C = (Z.mT @ Z)[:, None] - own - n_tr[..., None] * mu[..., :, None] * mu[..., None, :]
     lam = ridge * torch.diagonal(C, dim1=-2, dim2=-1).mean(-1).clamp_min(1e-300) + 1e-300
     rhs = (zy_tr - mu * y_tr)[..., None]  # the centred features against the labels

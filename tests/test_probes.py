@@ -44,8 +44,8 @@ def test_probe_finds_a_shared_direction_and_not_memorized_labels():
 def _probe_by_hand(Z, y, grp, ridge=1.0):
     """The held-out probe, one group at a time, centred on the other groups explicitly."""
     correct = torch.zeros(Z.shape[0], dtype=torch.float64)
-    for g in torch.unique(grp):
-        tr, te = grp != g, grp == g
+    for group in torch.unique(grp):
+        tr, te = grp != group, grp == group
         mu = Z[:, tr].mean(1, keepdim=True)
         Zc = Z[:, tr] - mu
         C = Zc.mT @ Zc
