@@ -48,7 +48,7 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
     if not torch.all(y.abs() == 1):
         raise ValueError("labels must be +1 or -1")
     # Every group at once: the other groups' sums are the totals less the group's own.
-    K, N, f = Z.shape
+    N, f = Z.shape[1:]
     ids, g_of = torch.unique(grp, return_inverse=True)
     member = F.one_hot(g_of, len(ids)).to(Z.dtype).T  # (G, N)
     n_tr = (N - member.sum(1))[None, :, None]  # (1, G, 1)

@@ -487,9 +487,11 @@ class BitRun:
         if levels is None:
             on = {o: stair_onsets(steps, m[f"R{o}"], self.floor[o]) for o in orders}
         else:
-            hit = {o: np.nan_to_num(m[f"R{o}"], nan=-np.inf) >= levels[o][None] for o in orders}
-            t = np.asarray(steps, dtype=float)
-            on = {o: np.where(h.any(0), t[h.argmax(0)], np.inf) for o, h in hit.items()}
+            at = lambda o: [  # the first step at each level, as relative_onset reads it
+                float(M.onset_step(steps, m[f"R{o}"][:, k], float(v)))
+                for k, v in enumerate(levels[o])
+            ]
+            on = {o: np.nan_to_num(np.array(at(o)), nan=np.inf) for o in orders}
         esc = {o: escape_steps(steps, m[f"bit{o}"]) for o in orders if o > 0}
         masks = {o: plateau_mask(steps, m[f"bit{o}"], on[o - 1]) for o in esc}
         med = {

@@ -4,7 +4,7 @@ After a chapter passes under nbmake, its executed notebook and its claims are ke
 cache with the chapter's stamp (:func:`lib.book.stamps.chapter_stamp`: its source, the
 ``lib`` modules it imports, ``lib``'s data files, the requirements, every installed
 package's version and Python), taken at ``ci`` scale with the settings of the test run
-(:func:`test_settings`). The next ``make test`` restores a chapter whose stamp is unchanged
+(:func:`run_settings`). The next ``make test`` restores a chapter whose stamp is unchanged
 instead of running it again, as a build system reports a cached test result; the report
 page always runs, on the claims of every chapter. ``make test FRESH=1`` runs every
 chapter, and a clean checkout (CI) has no cache. Only chapters that passed are kept, so
@@ -21,6 +21,7 @@ from pathlib import Path
 from .execute import REPORT_PREFIX
 from .notebook import ROOT, STAMP_KEY, atomic_write, chapters
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
+from .timing import _junit_cases
 
 STAMPS = "test-stamps.json"  # in the notebook folder: each chapter's stamp, taken before the run
 TODO = "todo.txt"  # in the notebook folder: the notebooks nbmake has to run
@@ -28,7 +29,7 @@ CACHED = "cached.txt"  # in the timing folder: the chapters restored from the ca
 SETTINGS = ("BOOK_DEVICE", "BOOK_SMOKE", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def test_settings(env=None) -> str:
+def run_settings(env=None) -> str:
     """The settings of the test run that a chapter's outputs depend on, as text."""
     env = os.environ if env is None else env
     return "nbmake; " + "; ".join(f"{k}={env.get(k, '')}" for k in SETTINGS)
@@ -40,7 +41,7 @@ def restore(
     """Restore into ``nb_dir`` every chapter (not the report) whose cached stamp matches;
     return ``(to run, restored)`` stems. Writes the stamps and the list of notebooks to run
     into ``nb_dir`` and, with ``times``, the restored chapters into ``times/cached.txt``."""
-    env = environment_fingerprint() + "\n" + test_settings()
+    env = environment_fingerprint() + "\n" + run_settings()
     stamps, todo, restored = {}, [], []
     (nb_dir / "claims").mkdir(parents=True, exist_ok=True)
     for md in chapters(root):
@@ -65,8 +66,6 @@ def restore(
 def store(nb_dir: Path, cache: Path, junit: Path) -> list[str]:
     """Keep every chapter that passed in the JUnit file ``junit`` (nbmake's), stamped as
     :func:`restore` found it before the run; return their stems."""
-    from .timing import _junit_cases
-
     stamps = json.loads((nb_dir / STAMPS).read_text())
     kept = []
     (cache / "claims").mkdir(parents=True, exist_ok=True)
