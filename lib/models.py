@@ -403,6 +403,8 @@ class Transformer:
         L = X.shape[-1]
         if L > self.context_len:
             raise ValueError(f"sequence length {L} exceeds context_len {self.context_len}")
+        if self._token_table_path() and not return_attention:
+            return self._one_layer_readout(params, X, return_hidden)
         h = embed(params["E"], X)
         if self.positions == "learned":
             h = h + params["P"][:, None, :L]
@@ -432,10 +434,17 @@ class Transformer:
             if self.positions == "rotary":
                 q, k = apply_rope(q, cos[rows], sin[rows]), apply_rope(k, cos, sin)
             v = x if self.ov == "identity" else _lin(x, params[f"V{layer}"])
-            scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
+            one_row = rows.start is not None
+            if one_row:
+                # One query row: products and sums, not matmuls. A batched matmul with an
+                # inner dimension of 1 (the backward of q k^T and A v here, one outer
+                # product per sequence) ran 30x slower on the CPU (profiled in Chapter 2).
+                scores = (q * k).sum(-1).unsqueeze(-2) / self.dh**0.5
+            else:
+                scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
             A = torch.softmax(scores.masked_fill(~mask[rows], float("-inf")), dim=-1)
             attn.append(A)
-            mixed = torch.matmul(A, v)
+            mixed = (A.mT * v).sum(-2, keepdim=True) if one_row else torch.matmul(A, v)
             added = mixed if self.ov == "identity" else _lin(mixed, params[f"O{layer}"])
             hidden[f"attention{layer}"] = added
             h = h[:, :, rows] + added
@@ -454,3 +463,63 @@ class Transformer:
             (logits,) + ((attn,) if return_attention else ()) + ((hidden,) if return_hidden else ())
         )
         return out if len(out) > 1 else logits
+
+    def _token_table_path(self) -> bool:
+        """One layer, readout 'last', no norm, learned positions: the readout row's
+        attention can be computed from tables over the vocabulary (:meth:`_one_layer_readout`)."""
+        return (
+            self.n_layers == 1
+            and self.readout == "last"
+            and self.norm == "none"
+            and self.positions == "learned"
+        )
+
+    def _one_layer_readout(self, params, X, return_hidden: bool):
+        """:meth:`forward` of a one-layer, norm-free model with readout 'last', from tables
+        over the vocabulary instead of the (K, B, L, d) embeddings of every position.
+
+        With h_j = E[x_j] + P_j, the readout's query q = h_L W_Q and keys k_j = h_j W_K,
+        the score q . k_j is a sum of table entries: (E W_Q)(E W_K)^T at (x_L, x_j),
+        (E W_Q)(P W_K)^T at (x_L, j), (P_L W_Q)(E W_K)^T at x_j and (P_L W_Q)(P W_K)^T at
+        j (W_QK for W_Q W_K^T when collapsed); and sum_j A_j h_j = (sum_j A_j e_{x_j}) E + A P.
+        The same function summed in another order; profiling Chapter 2's attention model at
+        book scale showed the every-position version memory-bound and its query and key
+        projections of every sequence the largest matmuls of a step.
+        """
+        E, P = params["E"], params["P"]
+        K, V, _ = E.shape
+        if X.dim() == 2:
+            Xk = X.expand(K, *X.shape)
+        elif X.dim() == 3 and X.shape[0] == K:
+            Xk = X
+        else:
+            raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
+        L = Xk.shape[-1]
+        P_L = P[:, :L]  # (K, L, d)
+        last = Xk[..., -1:]  # (K, B, 1)
+        if self.qk == "collapsed":
+            W_Q, keys_E, keys_P = params["QK0"], E, P_L
+        else:
+            W_Q = params["Q0"]
+            keys_E, keys_P = _lin(E, params["K0"]), _lin(P_L, params["K0"])
+        query_E, query_P = _lin(E, W_Q), _lin(P_L[:, -1:], W_Q)  # (K, V, .), (K, 1, .)
+        keys = torch.cat([keys_E, keys_P], 1)  # (K, V + L, .): tokens, then positions
+        by_token = embed(_lin(query_E, keys.mT), last)[:, :, 0] + _lin(query_P, keys.mT)
+        scores = torch.gather(by_token[..., :V], 2, Xk) + by_token[..., V:]  # (K, B, L)
+        A = torch.softmax(scores / self.dh**0.5, dim=-1)
+        weights = torch.zeros(*Xk.shape[:-1], V, dtype=E.dtype, device=E.device)
+        mixed = _lin(weights.scatter_add(2, Xk, A), E) + _lin(A, P_L)  # sum_j A_j h_j
+        if self.ov == "learned":
+            mixed = _lin(_lin(mixed, params["V0"]), params["O0"])
+        h = embed(E, last)[:, :, 0] + P_L[:, None, -1]  # the readout row, (K, B, d)
+        h = h + mixed
+        hidden = {"attention0": mixed[:, :, None]}
+        if self.d_mlp:
+            if self.mlp == "swiglu":
+                act = F.silu(_lin(h, params["W1_0"])) * _lin(h, params["W3_0"])
+            else:
+                act = ACTIVATIONS[self.activation](_lin(h, params["W1_0"]))
+            hidden["mlp0"] = act[:, :, None]
+            h = h + _lin(act, params["W2_0"])
+        logits = _lin(h, params["U"])
+        return (logits, hidden) if return_hidden else logits

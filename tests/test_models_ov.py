@@ -112,3 +112,44 @@ def test_hidden_parts_rebuild_the_logits(shape):
         hid["mlp0"] = hid["mlp0"] * 0  # the check can fail: without the MLP's part it does not
         h0 = E_last + p["P"][:, None, L - 1] + hid["attention0"][:, :, 0]
         assert not torch.allclose(torch.bmm(h0, p["U"]), logits)
+
+
+@pytest.mark.parametrize("shape", [(B, L), (K, B, L)], ids=["shared", "per-instance"])
+@pytest.mark.parametrize(
+    "kw",
+    [dict(), dict(ov="identity"), dict(qk="collapsed"), dict(mlp="swiglu"), dict(d_mlp=0)],
+    ids=["learned", "identity", "collapsed", "swiglu", "no-mlp"],
+)
+def test_one_layer_token_tables_match_every_position_path(shape, kw):
+    """The one-layer readout computed from vocabulary tables (``_one_layer_readout``) has the
+    logits, hidden parts and gradients of the path that embeds every position (the one
+    ``return_attention`` takes), and keeps instances apart."""
+    model = _model(**kw)
+    assert model._token_table_path()
+    p = init_params(model.specs(), [1, 2, 3], gamma=0.5, dtype=torch.float64)
+    p = {n: t.requires_grad_(True) for n, t in p.items()}
+    X = _tokens(shape)
+    fast, hid = model.forward(p, X, return_hidden=True)
+    full, _, hid_full = model.forward(p, X, return_attention=True, return_hidden=True)
+    torch.testing.assert_close(fast, full, rtol=0, atol=1e-12)
+    for name in hid_full:
+        torch.testing.assert_close(hid[name], hid_full[name][:, :, -1:], rtol=0, atol=1e-12)
+    weights = torch.randn(fast.shape, generator=torch.Generator().manual_seed(3), dtype=fast.dtype)
+    g_fast = torch.autograd.grad((fast * weights).sum(), list(p.values()))
+    g_full = torch.autograd.grad((full * weights).sum(), list(p.values()))
+    for name, a, b in zip(p, g_fast, g_full, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12, msg=name)
+    # instance 1's new weights change instance 1's logits only
+    p2 = {n: t.detach().clone() for n, t in p.items()}
+    p2["E"][1] += 0.5
+    out2 = model.forward(p2, X)
+    torch.testing.assert_close(out2[[0, 2]], fast.detach()[[0, 2]], rtol=0, atol=0)
+    assert not torch.allclose(out2[1], fast.detach()[1])
+
+
+def test_token_tables_only_where_they_hold():
+    """Two layers, a norm or rotary positions take the every-position path."""
+    assert not _model(n_layers=2)._token_table_path()
+    assert not _model(norm="rms")._token_table_path()
+    assert not _model(readout="all")._token_table_path()
+    assert not _model(positions="rotary")._token_table_path()
