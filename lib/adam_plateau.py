@@ -218,17 +218,42 @@ class Probe:
 
 
 def run_probe(
-    model, data, layout, gammas: Sequence[float], seeds: Sequence[int], steps: int, **kw
+    model,
+    data,
+    layout,
+    gammas: Sequence[float],
+    seeds: Sequence[int],
+    steps: int,
+    anti_scale: float | Sequence[float] = 1.0,
+    dtype: torch.dtype | None = None,
+    **kw,
 ) -> Probe:
-    """Train one instance per ``(gammas[k], seeds[k])`` pair in one batched run, logging the
+    r"""Train one instance per ``(gammas[k], seeds[k])`` pair in one batched run, logging the
     probes of :func:`probe_callbacks` at every step. Keyword arguments go to
     :func:`lib.engine.train` (``device`` places the weights); the optimizer defaults to Adam.
+
+    ``anti_scale`` (one value, or one per instance) multiplies the :math:`\sigma`-antisymmetric
+    part of each init (:func:`split_sigma`) and keeps its symmetric part: at ``eps`` << 1 the
+    run is the linear response of the bit-blind trajectory, and ``D / eps**2`` its contrast
+    (``D`` is :math:`\sigma`-even, so second order in the antisymmetric part). ``dtype``
+    casts the weights (float64 keeps an ``eps``-sized part above rounding).
     """
     if len(gammas) != len(seeds) or not len(seeds):
         raise ValueError(f"need one gamma per seed, got {len(gammas)} and {len(seeds)}")
+    scale = np.broadcast_to(np.asarray(anti_scale, dtype=float), (len(seeds),)).copy()
+    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
+        raise ValueError(f"anti_scale must be finite and >= 0, got {anti_scale}")
     device = kw.pop("device", "cpu")
     kw.setdefault("optimizer", "adam")
     params = build(model, [int(s) for s in seeds], gamma=[float(x) for x in gammas], device=device)
+    if dtype is not None:
+        params = {k: v.to(dtype) for k, v in params.items()}
+    if np.any(scale != 1.0):
+        sym, anti = split_sigma(params, layout, data.n_labels)
+        per = lambda v: torch.as_tensor(scale, dtype=v.dtype, device=v.device).view(
+            -1, *[1] * (v.dim() - 1)
+        )
+        params = {k: sym[k] + anti[k] * per(v) for k, v in params.items()}
     state: dict = {}
     beta2, eps = kw.get("betas", (0.9, 0.999))[1], kw.get("eps", 1e-8)
     cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2, eps=eps)

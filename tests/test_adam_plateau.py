@@ -208,3 +208,22 @@ def test_the_probe_reads_adams_step_on_the_bit1_coordinates():
                       log_at=np.arange(3), optimizer="gd", lr=1e-2, opt_state=gd_state,
                       callbacks=ap.probe_callbacks(model, data, layout, opt_state=gd_state))  # fmt: skip
     assert np.isnan(gd["step"]).all()
+
+
+def test_run_probe_scales_the_antisymmetric_part_of_the_init():
+    data, layout, model, _ = _tiny()
+    run = lambda scale, **kw: ap.run_probe(
+        model, data, layout, [0.5] * 3, [0, 0, 2], 3, anti_scale=scale, lr=1e-2, **kw
+    )
+    plain, one = run(1.0), run([1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(plain.history["D"], one.history["D"])  # 1: the plain init
+    sym = run(0.0, dtype=torch.float64).history["D"]
+    assert np.all(np.abs(sym) < 1e-12)  # a symmetric init stays blind to bit 1
+    eps = np.array([1e-3, 1e-4, 1e-3])
+    lin = run(eps, dtype=torch.float64).history["D"]
+    per_eps2 = lin / eps**2  # D is sigma-even: second order in the antisymmetric part
+    np.testing.assert_allclose(per_eps2[:, 0], per_eps2[:, 1], rtol=1e-3)
+    assert np.all(np.abs(lin[:, 0] / 1e-3 / (lin[:, 1] / 1e-4) - 1) > 5)  # not first order
+    assert per_eps2[0, 2] != pytest.approx(per_eps2[0, 0], rel=1e-2)  # instance 2: seed 2
+    with pytest.raises(ValueError, match="anti_scale"):
+        run(-1.0)

@@ -74,6 +74,10 @@ class Config(ChapterConfig):
     law_lr_factor: the learning-rate arm of the gamma law: the same probe and calibration
         at this multiple of Chapter 2's Adam rate (its every-step probe still covers every
         escape within probe_steps).
+    linear_eps, linear_steps: the gamma law's linear-response arm: the probe's (gamma, seed)
+        pairs with the antisymmetric part of each init scaled by linear_eps and by a tenth
+        of it, in float64, under Adam and under plain GD, for linear_steps steps (past the
+        knee t_p of the sign phase).
     """
 
     slow_lr: float = 1e-3
@@ -105,6 +109,8 @@ class Config(ChapterConfig):
     probe_steps: int = 320
     law_tol: float = 0.25
     law_lr_factor: float = 3.0
+    linear_eps: float = 1e-3
+    linear_steps: int = 60
 
 
 OVERRIDES = {
