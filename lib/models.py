@@ -70,6 +70,15 @@ def embed(E: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
 
 
+def per_instance_tokens(X: torch.Tensor, K: int) -> torch.Tensor:
+    """Tokens (B, L), shared by the K instances, or (K, B, L), one batch each, as (K, B, L)."""
+    if X.dim() == 2:
+        return X.expand(K, *X.shape)
+    if X.dim() == 3 and X.shape[0] == K:
+        return X
+    raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
+
+
 @dataclass
 class EmbMLP:
     """Emb-MLP of Yao et al. (2025): f(X) = sigma((sum_{s in X} E_s) W1) W2, no biases."""
@@ -193,12 +202,7 @@ class AttnEmbMLP:
         """
         E = params["E"]
         K, V, _ = E.shape
-        if X.dim() == 2:
-            Xk = X.expand(K, *X.shape)
-        elif X.dim() == 3 and X.shape[0] == K:
-            Xk = X
-        else:
-            raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
+        Xk = per_instance_tokens(X, K)
         L = Xk.shape[-1]
         table = torch.matmul(torch.matmul(E, params["Q"]), torch.matmul(E, params["K"]).mT)
         rows = torch.gather(table / self.dh**0.5, 1, Xk[..., -1:].expand(-1, -1, V))
@@ -488,12 +492,7 @@ class Transformer:
         """
         E, P = params["E"], params["P"]
         K, V, _ = E.shape
-        if X.dim() == 2:
-            Xk = X.expand(K, *X.shape)
-        elif X.dim() == 3 and X.shape[0] == K:
-            Xk = X
-        else:
-            raise ValueError(f"tokens must be (B, L) or (K={K}, B, L); got shape {tuple(X.shape)}")
+        Xk = per_instance_tokens(X, K)
         L = Xk.shape[-1]
         P_L = P[:, :L]  # (K, L, d)
         last = Xk[..., -1:]  # (K, B, 1)
