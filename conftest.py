@@ -47,6 +47,21 @@ KNOWN_SECONDS = {
 }
 
 
+def _kernels_over_ipc():
+    """nbmake's kernels on Unix sockets of their own, not TCP ports that two workers can
+    both be handed (``lib.book.notebook.kernels_over_ipc``). That module is loaded from its
+    file, found without importing ``lib`` (whose ``__init__`` imports torch), so that this
+    also works where the tests copy this file, outside the project."""
+    spec = importlib.util.find_spec("lib")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    path = Path(list(spec.submodule_search_locations)[0]) / "book" / "notebook.py"
+    book = importlib.util.spec_from_file_location("_book_notebook", path)
+    module = importlib.util.module_from_spec(book)
+    book.loader.exec_module(module)
+    module.kernels_over_ipc()
+
+
 def _remembering(self, sig, callback, *args):
     if sig == signal.SIGINT:
         inner = callback
@@ -60,6 +75,7 @@ def _remembering(self, sig, callback, *args):
 
 def pytest_configure(config):
     _loop_cls.add_signal_handler = _remembering
+    _kernels_over_ipc()
 
     def on_sigint(signum, frame):
         _interrupted.append(True)

@@ -366,3 +366,26 @@ def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, mo
     assert restore()[1] == []  # the chapter imports lib.a: run again
     (toy / "lib" / "a.py").write_text("VALUE = 1\n")
     assert restore()[1] == ["01_a"]
+
+
+def test_kernels_listen_on_unix_sockets_of_their_own(tmp_path):
+    """Two kernels started at once over TCP can be handed the same free port (one died in
+    ``make test``: "Address already in use"); nbmake's kernels, under the project's
+    conftest.py, and the book's executor use Unix sockets with paths of their own."""
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    from lib.book.notebook import kernels_over_ipc
+
+    kernels_over_ipc()
+    managers = [AsyncKernelManager(), AsyncKernelManager(), KernelManager()]
+    assert {m.transport for m in managers} == {"ipc"}
+    assert len({m.ip for m in managers}) == 3
+    check = (
+        "from ipykernel.kernelapp import IPKernelApp\n"
+        "app = IPKernelApp.instance()\n"
+        "assert app.transport == 'ipc' and 'kernel-' in app.ip, (app.transport, app.ip)"
+    )
+    _notebooks(tmp_path, {"nb_x": check, "nb_y": check})
+    p = _pytest(tmp_path, "-n", "2", "nb_x.ipynb", "nb_y.ipynb")
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the book's folder
@@ -69,11 +70,30 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def kernels_over_ipc() -> None:
+    """Start every Jupyter kernel of this process on Unix sockets with paths of its own.
+
+    Over TCP each kernel takes five free ports, found by binding port 0 and letting go: two
+    kernels starting at once in two processes (two chapters side by side) can be handed the
+    same port, and one dies ("Address already in use"; seen once in ``make test``). A socket
+    path made from a fresh UUID cannot collide.
+    """
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    def own_path(self):
+        return os.path.join(tempfile.gettempdir(), f"kernel-{uuid.uuid4().hex}-ipc")
+
+    KernelManager.transport.default_value = "ipc"  # one trait, shared by the subclasses
+    for cls in (KernelManager, AsyncKernelManager):
+        cls._ip_default = own_path  # traitlets looks a default up in the class itself first
+
+
 def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
     """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``."""
     import nbformat
     from nbclient import NotebookClient
 
+    kernels_over_ipc()
     nb = check_chapter(md)
     nb.metadata[STAMP_KEY] = stamp
     client = NotebookClient(
