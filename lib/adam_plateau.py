@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import metrics
 from .engine import History, cached_callbacks, train
 from .models import build
 
@@ -60,6 +61,7 @@ __all__ = [
     "linear_fit",
     "log_rate",
     "stretch_rate",
+    "parting",
     "escape_level",
     "adam_clock",
     "seed_exponent",
@@ -321,6 +323,20 @@ def stretch_rate(steps, D, lo: float, hi: float) -> np.ndarray:
     start = np.where(reached.any(0), steps[reached.argmax(0)], np.inf)
     above = np.where(v >= lo, v, 0.0)  # below lo after the start (a dip): skipped
     return log_rate(steps, above, start, hi=hi)
+
+
+def parting(steps, a, b, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where two runs of one curve part: per instance, the first logged step at which
+    ``|b - a|`` exceeds ``tol`` times the largest ``|a|`` so far (``nan``: never), and the
+    largest such relative gap. ``a`` and ``b`` are ``(n_logs, K)``; measuring against the
+    running peak keeps a curve that crosses zero from parting where the two agree."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"the two runs differ in shape: {a.shape} and {b.shape}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(b - a) / np.maximum.accumulate(np.abs(a), 0)
+    gap = np.where(np.isnan(gap), 0.0, gap)  # 0 / 0: both still exactly zero
+    return np.asarray(metrics.onset_step(steps, gap, tol), dtype=float), gap.max(0)
 
 
 def escape_level(frac: float = 0.5) -> float:

@@ -227,3 +227,19 @@ def test_run_probe_scales_the_antisymmetric_part_of_the_init():
     assert per_eps2[0, 2] != pytest.approx(per_eps2[0, 0], rel=1e-2)  # instance 2: seed 2
     with pytest.raises(ValueError, match="anti_scale"):
         run(-1.0)
+
+
+def test_parting_finds_a_planted_split_and_no_other():
+    steps = np.arange(40)
+    wave = np.sin(steps / 3.0)[:, None] * np.array([1.0, 1e-9, 50.0])  # crosses zero, any scale
+    part, gap = ap.parting(steps, wave, wave * (1 + 1e-6), 0.25)
+    assert np.all(np.isnan(part)) and np.all(gap < 1e-5)  # the same curve: never parts
+    split = wave.copy()
+    split[20:] += 0.5 * np.abs(wave).max(0)  # planted: half the peak, from step 20
+    part, gap = ap.parting(steps, wave, split, 0.25)
+    np.testing.assert_array_equal(part, [20, 20, 20])
+    assert np.all(gap >= 0.5)
+    zeros = np.zeros((40, 1))
+    assert np.isnan(ap.parting(steps, zeros, zeros, 0.25)[0][0])  # 0 / 0 is no gap
+    with pytest.raises(ValueError, match="shape"):
+        ap.parting(steps, wave, wave[:, :2], 0.25)
