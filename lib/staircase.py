@@ -548,6 +548,22 @@ def log_step_shift(steps, a, b) -> np.ndarray:
     return np.abs(idx(np.asarray(a, dtype=float)) - idx(np.asarray(b, dtype=float)))
 
 
+def rerun_divergence(base_steps, base, other_steps, other, until) -> np.ndarray:
+    """Per instance, how far a rerun's logged curve has drifted from its base run's.
+
+    ``base`` and ``other`` are ``(n_logs, K)`` curves (e.g. the full-data loss) logged on
+    ``base_steps`` and ``other_steps`` (a rerun cut at its horizon logs a prefix of its base
+    run's steps). Returns ``(K,)``: the largest ``|other - base| / |base|`` over the steps
+    both logged, up to ``until[k]`` (``inf``: all of them). A copy gives 0.
+    """
+    common, ib, io = np.intersect1d(np.asarray(base_steps), np.asarray(other_steps),
+                                    return_indices=True)  # fmt: skip
+    b, o = np.asarray(base, dtype=float)[ib], np.asarray(other, dtype=float)[io]
+    rel = np.abs(o - b) / np.maximum(np.abs(b), np.finfo(float).tiny)
+    upto = common[:, None] <= np.asarray(until, dtype=float)[None]
+    return np.where(upto, rel, 0.0).max(0)
+
+
 def stability(steps, base: Stairs, other: Stairs, tol: int = 2) -> dict:
     """Does a rerun (perturbed init, other thread count) read the same stairs as ``base``?
 

@@ -133,6 +133,20 @@ def test_stability_passes_a_copy_and_fails_a_shift_or_a_flipped_verdict():
     assert st.log_step_shift(steps, [np.inf], [np.inf]).tolist() == [0]
 
 
+def test_rerun_divergence_reads_a_planted_drift_up_to_the_step_and_zero_for_a_copy():
+    steps = np.array([0, 1, 2, 4, 8, 16])
+    base = np.array([[4.0, 2.0]] * 6)
+    assert (st.rerun_divergence(steps, base, steps, base, [np.inf, np.inf]) == 0).all()
+    other = base.copy()
+    other[3, 0] = 5.0  # +25% at step 4 in instance 0
+    other[5, 1] = 1.0  # -50% at step 16 in instance 1
+    full = st.rerun_divergence(steps, base, steps, other, [np.inf, np.inf])
+    assert np.allclose(full, [0.25, 0.5])
+    # read up to step 2 in instance 0 (before its drift), and on a rerun cut after step 8
+    cut = st.rerun_divergence(steps, base, steps[:5], other[:5], [2.0, np.inf])
+    assert np.allclose(cut, [0.0, 0.0])
+
+
 def test_a_rerun_cut_at_its_horizon_gets_the_verdict_of_the_full_rerun():
     steps = np.array([0, 1, 2, 4, 8, 16, 32, 64])
     stairs = lambda on1, esc1: st.Stairs(
