@@ -548,6 +548,28 @@ def log_step_shift(steps, a, b) -> np.ndarray:
     return np.abs(idx(np.asarray(a, dtype=float)) - idx(np.asarray(b, dtype=float)))
 
 
+def plateau_end(steps, mask) -> np.ndarray:
+    """Per instance, the last logged step of a plateau (``mask``: ``(n_logs, K)`` bools, as in
+    :attr:`Stairs.plateaus`); ``-inf`` where the instance has no plateau."""
+    steps, mask = np.asarray(steps, dtype=float), np.asarray(mask, dtype=bool)
+    last = np.where(mask.any(0), len(steps) - 1 - np.argmax(mask[::-1], 0), -1)
+    return np.where(last >= 0, steps[np.maximum(last, 0)], -np.inf)
+
+
+def across_reruns(outs, tol: int) -> dict:
+    """Several :func:`stability` readings of one run (one per rerun), combined per seed.
+
+    Returns ``{"decided": ..., "timing_ok": ..., "max_shift": ...}``, each ``(seeds,)``:
+    the verdict is the same in every rerun (else the seed is undecided: not a result), every
+    onset and escape stays within ``tol`` logged steps in every rerun, and the largest shift.
+    """
+    return {
+        "decided": np.logical_and.reduce([o["same_verdict"] for o in outs]),
+        "timing_ok": np.logical_and.reduce([o["shift"] <= tol for o in outs]),
+        "max_shift": np.max([o["shift"] for o in outs], 0),
+    }
+
+
 def rerun_divergence(base_steps, base, other_steps, other, until) -> np.ndarray:
     """Per instance, how far a rerun's logged curve has drifted from its base run's.
 

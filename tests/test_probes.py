@@ -147,6 +147,25 @@ def test_rerun_divergence_reads_a_planted_drift_up_to_the_step_and_zero_for_a_co
     assert np.allclose(cut, [0.0, 0.0])
 
 
+def test_plateau_end_is_the_last_masked_step_and_minus_inf_without_a_plateau():
+    steps = np.array([0, 1, 2, 4, 8])
+    mask = np.array([[0, 0], [1, 0], [1, 0], [0, 0], [0, 0]], dtype=bool)
+    assert st.plateau_end(steps, mask).tolist() == [2.0, -np.inf]
+    mask[4, 1] = True
+    assert st.plateau_end(steps, mask).tolist() == [2.0, 8.0]
+
+
+def test_across_reruns_undecides_a_seed_flipped_by_any_rerun_and_keeps_the_largest_shift():
+    a = {"same_verdict": np.array([True, True, True]), "shift": np.array([0, 3, 1])}
+    b = {"same_verdict": np.array([True, False, True]), "shift": np.array([2, 0, 1])}
+    out = st.across_reruns([a, b], tol=2)
+    assert out["decided"].tolist() == [True, False, True]
+    assert out["timing_ok"].tolist() == [True, False, True]
+    assert out["max_shift"].tolist() == [2, 3, 1]
+    same = st.across_reruns([a, a], tol=3)
+    assert same["decided"].all() and same["timing_ok"].all()
+
+
 def test_a_rerun_cut_at_its_horizon_gets_the_verdict_of_the_full_rerun():
     steps = np.array([0, 1, 2, 4, 8, 16, 32, 64])
     stairs = lambda on1, esc1: st.Stairs(
