@@ -1,10 +1,55 @@
-"""Two fixes to the rendered pages, found by the offline page test (tests/pages):
+"""The book's additions to the rendered pages.
 
-* jupyter-book 1 and sphinx-thebe both register thebe's inline configuration script,
-  so every page declared ``const THEBE_JS_URL`` twice, a console SyntaxError; each
-  script is kept once.
-* pydata-sphinx-theme logs "Got invalid theme mode" when no default mode is set.
+* Every glued value is rendered by the book's one formatter (``lib.page.render_glued``):
+  a missing value shows as "—" whatever its format spec, never as ``nan``.
+* The book's stylesheet (``book.css``, beside this file): display equations never run out
+  of the column, and the opening box is set apart.
+* The footer names the build's date and commit; every chapter can be downloaded as its
+  MyST-Markdown source (``.md``) beside the executed notebook (``.ipynb``).
+* Two fixes found by the offline page test (tests/pages): jupyter-book 1 and sphinx-thebe
+  both register thebe's inline configuration script, so every page declared ``const
+  THEBE_JS_URL`` twice (a console SyntaxError), and each script is kept once;
+  pydata-sphinx-theme logs "Got invalid theme mode" when no default mode is set.
 """
+
+import datetime
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MD_FOLDER = "md"  # where the chapters' Markdown sources are served (lib.book.stage)
+
+
+def _render_glue_with_the_books_formatter():
+    from myst_nb.ext.glue import crossref, roles
+
+    from lib.page import render_glued
+
+    roles.format_plain_text = render_glued
+    crossref.format_plain_text = render_glued
+
+
+def _commit(root: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()  # fmt: skip
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _footer(app, config):
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    text = f"Built {date} from commit {_commit(Path(app.srcdir))}."
+    opts = dict(config.html_theme_options or {})
+    opts["extra_footer"] = f'<p class="book-build">{text}</p>'
+    config.html_theme_options = opts
+
+
+def _static(app):
+    app.config.html_static_path.append(str(HERE / "static"))
 
 
 def _fix_page(app, pagename, templatename, context, doctree):
@@ -19,6 +64,28 @@ def _fix_page(app, pagename, templatename, context, doctree):
         context["default_mode"] = "light"
 
 
+def _download_markdown(app, pagename, templatename, context, doctree):
+    """A chapter's download menu also offers its MyST-Markdown source."""
+    if not (Path(app.srcdir) / "_extra" / MD_FOLDER / f"{pagename}.md").is_file():
+        return
+    for group in context.get("header_buttons", []):
+        if group.get("label") == "download-buttons":
+            group["buttons"].insert(0, {
+                "type": "link",
+                "url": context["pathto"](f"{MD_FOLDER}/{pagename}.md", 1),
+                "text": ".md",
+                "tooltip": "Download the chapter's source (MyST Markdown, opens in Jupyter "
+                           "with jupytext)",
+                "icon": "fas fa-file-lines",
+                "label": "download-markdown-button",
+            })  # fmt: skip
+
+
 def setup(app):
+    _render_glue_with_the_books_formatter()
+    app.connect("config-inited", _footer)
+    app.connect("builder-inited", _static)
+    app.add_css_file("book.css")
     app.connect("html-page-context", _fix_page)
+    app.connect("html-page-context", _download_markdown, priority=502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -88,15 +88,16 @@ class Claim:
         return status(self.label, self.holds)
 
     def summary(self) -> str:
-        """The measured number with its spread over seeds, e.g. ``0.81 [0.74, 0.86]``."""
+        """The measured number with its spread over seeds, e.g. ``0.81 [0.74, 0.86]`` (the
+        mean, then the smallest and largest seed), through the book's formatter."""
+        from .page import interval, number
+
         v = [x for x in self.values if x is not None]
         if not v:
             return ""
-        fmt = (lambda x: f"{x:.3g}") if max(abs(x) for x in v) < 1e4 else (lambda x: f"{x:.3e}")
-        unit = f" {self.unit}" if self.unit else ""
         if len(v) == 1:
-            return fmt(v[0]) + unit
-        return f"{fmt(float(np.mean(v)))} [{fmt(min(v))}, {fmt(max(v))}]{unit}"
+            return number(v[0], unit=self.unit)
+        return interval(float(np.mean(v)), min(v), max(v), unit=self.unit)
 
 
 FULL = {"paper": "reproduced", "recon": "reproduced", "new": "new result"}
@@ -120,6 +121,7 @@ class Ledger:
     def __init__(self, chapter: str):
         self.chapter = chapter
         self.claims: list[Claim] = []
+        self.curves: dict[str, list] = {}
         self._section: str | None = None
         self._label: str | None = None
 
@@ -190,6 +192,15 @@ class Ledger:
         self.claims.append(claim)
         return claim
 
+    def keep(self, **curves) -> Ledger:
+        """Keep a few curves of the chapter's key figure (numbers or arrays of numbers;
+        NaN kept as ``None``) beside its claims, for the book's opening figure, which the
+        report draws from them (:func:`load_curves`)."""
+        for name, v in curves.items():
+            a = np.asarray(v, dtype=float)
+            self.curves[name] = np.where(np.isfinite(a), a.astype(object), None).tolist()
+        return self
+
     def held(self, *ids: str) -> bool:
         """Whether each named claim is asserted (not *as measured*) and held in every seed.
 
@@ -209,26 +220,21 @@ class Ledger:
         )
 
     def counts(self) -> dict[str, int]:
-        """How many asserted claims have each status (``as measured`` ones are left out),
-        keyed ``n``, ``reproduced``, ``new``, ``partly``, ``not_reproduced``."""
-        st = [c.status for c in self.claims if c.verdict != AS_MEASURED]
-        return {
-            "n": len(st),
-            "reproduced": st.count("reproduced"),
-            "new": st.count("new result"),
-            "partly": st.count("partly"),
-            "not_reproduced": st.count("not reproduced"),
-        }
+        """How many claims fall in each category (:func:`category`): ``n`` (all), then
+        ``reproduced``, ``new``, ``partly``, ``not_reproduced`` and ``reported``."""
+        return category_counts(self.claims)
 
     def finish(self, directory: Path | None = None):
         """End the chapter: save the ledger, glue its counts as ``claims_<key>`` (keys of
-        :meth:`counts`) for the page's verdict line, and return the claims table."""
+        :meth:`counts`) and the sentence of them as ``claims_line`` (:func:`counts_line`),
+        and return the claims table."""
         from IPython.display import Markdown
 
         from .page import glue_all
 
         self.save(directory)
         glue_all(self.counts(), prefix="claims_")
+        glue_all({"claims_line": counts_line(self.counts())})
         return Markdown(self.markdown())
 
     def markdown(self, link: bool = True) -> str:
@@ -242,10 +248,30 @@ class Ledger:
         d = Path(directory) if directory is not None else claims_dir()
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{self.chapter}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps([asdict(c) for c in self.claims], indent=1))
-        os.replace(tmp, path)
+        if self.curves:
+            _write(d / f"{self.chapter}{CURVES}", json.dumps(self.curves))
+        _write(path, json.dumps([asdict(c) for c in self.claims], indent=1))
         return path
+
+
+CURVES = ".curves.json"  # a chapter's kept curves, beside its claims (Ledger.keep)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_curves(chapter: str, directory: Path | None = None) -> dict[str, np.ndarray]:
+    """The curves ``chapter`` kept (:meth:`Ledger.keep`), as float arrays (``None`` read as
+    NaN); raises :class:`ClaimError` naming the file when the chapter kept none."""
+    d = Path(directory) if directory is not None else claims_dir()
+    path = d / f"{chapter}{CURVES}"
+    if not path.is_file():
+        raise ClaimError(f"no kept curves {path}: execute chapter {chapter} first")
+    raw = json.loads(path.read_text())
+    return {k: np.array(v, dtype=object).astype(float) for k, v in raw.items()}
 
 
 BADGES = {
@@ -322,23 +348,58 @@ def load(chapters: Sequence[str], directory: Path | None = None) -> list[Claim]:
 SHORT = ("partly", "not reproduced")  # the statuses the report lists first
 # The statuses from best to worst: the columns of the report's summary and its bars.
 RANKED = ("reproduced", "new result", "partly", "not reproduced")
+# The one counting rule of the book, used by every chapter's verdict line and by the report:
+# an asserted claim counts under its status, a claim reported without a verdict (``as
+# measured``, or a smoke run's) in a category of its own. Every claim is in exactly one.
+REPORTED = "reported, not asserted"
+CATEGORIES = (*RANKED, REPORTED)
+_KEYS = dict(zip(CATEGORIES, ("reproduced", "new", "partly", "not_reproduced", "reported"),
+                 strict=True))  # fmt: skip
+
+
+def category(c: Claim) -> str:
+    """The claim's category under the book's one counting rule (:data:`CATEGORIES`)."""
+    return REPORTED if c.verdict == AS_MEASURED else c.status
+
+
+def category_counts(rows: Sequence[Claim]) -> dict[str, int]:
+    """``n`` (every claim) and the number in each category, keyed ``reproduced``, ``new``,
+    ``partly``, ``not_reproduced`` and ``reported``."""
+    cats = [category(c) for c in rows]
+    return {"n": len(cats), **{_KEYS[k]: cats.count(k) for k in CATEGORIES}}
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    """The counts in words, categories with no claim left out: ``37 claims: 20
+    reproduced, 9 new results, 2 not reproduced, 6 reported, not asserted``."""
+    from .page import count
+
+    words = {"reproduced": "reproduced", "new": ("new result", "new results"),
+             "partly": "partly reproduced", "not_reproduced": "not reproduced",
+             "reported": "reported, not asserted"}  # fmt: skip
+    parts = []
+    for key, word in words.items():
+        n = counts[key]
+        if n:
+            parts.append(f"{n} {word[n != 1] if isinstance(word, tuple) else word}")
+    return f"{count(counts['n'], 'claim')}: " + "; ".join(parts)
 
 
 def counts_by_chapter(rows: Sequence[Claim], chapters: Sequence[str]):
-    """How many claims each chapter has with each status: a DataFrame indexed by chapter
-    stem (in the order of ``chapters``), with the columns ``claims`` (all), one per status
-    (in the order of :data:`RANKED`), and ``not asserted`` (verdict ``as measured``, smoke runs
-    included). Raises :class:`ClaimError` for a claim of a chapter not in ``chapters``."""
+    """How many claims each chapter has in each category (the book's one counting rule,
+    :func:`category`): a DataFrame indexed by chapter stem (in the order of ``chapters``),
+    with the columns ``claims`` (all) and one per category (:data:`CATEGORIES`), which add
+    up to ``claims``. Raises :class:`ClaimError` for a claim of a chapter not in
+    ``chapters``."""
     import pandas as pd
 
     unknown = sorted({c.chapter for c in rows} - set(chapters))
     if unknown:
         raise ClaimError(f"claims of chapters not in the list: {unknown}")
-    cols = ["claims", *RANKED, "not asserted"]
+    cols = ["claims", *CATEGORIES]
     table = pd.DataFrame(0, index=pd.Index(list(chapters), name="chapter"), columns=cols)
     for c in rows:
-        table.loc[c.chapter, ["claims", c.status]] += 1
-        table.loc[c.chapter, "not asserted"] += c.verdict == AS_MEASURED
+        table.loc[c.chapter, ["claims", category(c)]] += 1
     return table
 
 

@@ -58,28 +58,108 @@ STATUS_COLORS = {
 SIMILARITY_CMAP = "RdBu_r"
 # Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.
 HISTOGRAM_CMAP = "coolwarm"
-FIGSIZE = (5.0, 3.2)
+# Figures are drawn for the page's column. At 1400 x 900 the text column is about 770 CSS
+# px wide; a figure of COLUMN inches saved at DPI is shown at most that wide, so one point
+# of text is at least 770 / (COLUMN * 72) = 1.5 CSS px, and the book's smallest font
+# (MIN_FONT_PT) at least 10 px. A figure that needs more room is drawn FULL_WIDTH inches
+# wide and its cell is tagged ``full-width`` (the column plus the margin, about 1100 px).
+# Every PNG records the size, in its own pixels, of the smallest text drawn on it
+# (MIN_FONT_KEY), from which the page test reads the size a reader sees.
+DPI = 150
+COLUMN = 7.0
+FULL_WIDTH = 10.0
+MIN_FONT_PT = 8.0
+MIN_FONT_KEY = "book-min-font-px"
+FIGSIZE = (4.6, 3.0)
 # The book's standard figure widths (inches) by number of panel columns, and the height of
 # one row of panels: every multi-panel figure is drawn at one of these sizes (subplots).
-WIDTHS = {1: 5.0, 2: 10.5, 3: 14.0, 4: 15.0}
-ROW_HEIGHT = 3.5
+WIDTHS = {1: 4.6, 2: COLUMN, 3: COLUMN, 4: COLUMN}
+ROW_HEIGHT = 2.6
 
 
 def use_book_style() -> None:
-    """Set the book's matplotlib defaults (call once per chapter)."""
-    sns.set_theme(context="notebook", style="ticks", font_scale=0.9)
+    """Set the book's matplotlib defaults (call once per chapter), and, in a notebook,
+    show every figure as a PNG that records its smallest text (:func:`figure_png`)."""
+    sns.set_theme(context="paper", style="ticks")
     mpl.rcParams.update(
         {
             "figure.figsize": FIGSIZE,
-            "figure.dpi": 110,
-            "savefig.dpi": 150,
+            "figure.dpi": 100,
+            "savefig.dpi": DPI,
+            "font.size": 9.0,
+            "axes.titlesize": 9.5,
+            "axes.labelsize": 9.0,
+            "xtick.labelsize": 8.5,
+            "ytick.labelsize": 8.5,
+            "legend.fontsize": 8.5,
+            "legend.title_fontsize": 8.5,
+            "figure.titlesize": 10.0,
             "axes.spines.top": False,
             "axes.spines.right": False,
-            "axes.titlesize": "medium",
             "legend.frameon": False,
             "image.cmap": SIMILARITY_CMAP,
         }
     )
+    _register_png_formatter()
+
+
+class _TextSizes:
+    """The sizes (points) of the texts a renderer draws while it is recorded."""
+
+    def __init__(self):
+        self.points: list[float] = []
+
+    def __enter__(self):
+        from matplotlib.backends.backend_agg import RendererAgg
+
+        self._cls, self._orig = RendererAgg, RendererAgg.draw_text
+        points = self.points
+        orig = self._orig
+
+        def draw_text(renderer, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if str(s).strip():
+                points.append(float(prop.get_size_in_points()))
+            return orig(renderer, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+        RendererAgg.draw_text = draw_text
+        return self
+
+    def __exit__(self, *exc):
+        self._cls.draw_text = self._orig
+
+
+def figure_png(fig) -> bytes:
+    """``fig`` as the book shows it: a PNG at :data:`DPI`, cropped to its content, whose
+    text chunk :data:`MIN_FONT_KEY` is the size, in the PNG's pixels, of the smallest text
+    drawn on it (absent when it has none)."""
+    import io
+
+    with _TextSizes() as sizes:
+        fig.canvas.draw()
+    meta = {MIN_FONT_KEY: f"{min(sizes.points) * DPI / 72:.2f}"} if sizes.points else {}
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata=meta)
+    return buf.getvalue()
+
+
+def _register_png_formatter() -> None:
+    """In IPython, figures (shown or glued) are displayed through :func:`figure_png`."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None or "inline" not in mpl.get_backend():
+        return
+    import matplotlib_inline.backend_inline  # noqa: F401  (selects its formats once, first)
+    from matplotlib.figure import Figure
+
+    def png_base64(fig):
+        import base64
+
+        return base64.b64encode(figure_png(fig)).decode("ascii")
+
+    ip.display_formatter.formatters["image/png"].for_type(Figure, png_base64)
 
 
 def ordered_colors(values, base=None) -> dict:
@@ -118,8 +198,8 @@ def similarity_heatmap(ax, S, labels=None, title=None, vmax=1.0, colorbar=True):
     if labels is not None:
         step = max(1, len(labels) // 12)
         ticks = np.arange(0, len(labels), step)
-        ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=90, fontsize=7)
-        ax.set_yticks(ticks, [labels[i] for i in ticks], fontsize=7)
+        ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=90, fontsize=MIN_FONT_PT)
+        ax.set_yticks(ticks, [labels[i] for i in ticks], fontsize=MIN_FONT_PT)
     else:
         ax.set_xticks([])
         ax.set_yticks([])

@@ -92,8 +92,10 @@ def test_compact_form_sets_section_and_label_once_and_defaults_the_verdict(tmp_p
     led.check("e", "reported only", holds=[0], verdict="as measured")
     led.finish(tmp_path)
     assert (tmp_path / "02_x.json").is_file()
-    assert glued == {"claims_n": 3, "claims_reproduced": 1, "claims_new": 1, "claims_partly": 1,
-                     "claims_not_reproduced": 0}  # fmt: skip
+    assert glued == {"claims_n": 4, "claims_reproduced": 1, "claims_new": 1, "claims_partly": 1,
+                     "claims_not_reproduced": 0, "claims_reported": 1,
+                     "claims_line": "4 claims: 1 reproduced; 1 new result; 1 partly reproduced; "
+                                    "1 reported, not asserted"}  # fmt: skip
     with pytest.raises(claims.ClaimError, match="no label or section"):
         claims.Ledger("03_y").check("x", "y", holds=True)
 
@@ -131,13 +133,18 @@ def test_the_report_summary_counts_each_claim_once_per_chapter_and_lists_the_sho
     new.check("n", "a new result", holds=[1])
     rows = led.claims + new.claims
     counts = claims.counts_by_chapter(rows, ["01_a", "02_b", "03_c"])
+    # one counting rule: the claim reported without a verdict counts there, not as a status
     assert counts.loc["01_a"].to_dict() == {
-        "claims": 3, "reproduced": 1, "partly": 1, "not reproduced": 1, "new result": 0,
-        "not asserted": 1,
+        "claims": 3, "reproduced": 1, "partly": 1, "not reproduced": 0, "new result": 0,
+        claims.REPORTED: 1,
     }  # fmt: skip
+    assert (counts[list(claims.CATEGORIES)].sum(axis=1) == counts["claims"]).all()
+    assert claims.category_counts(led.claims) == {"n": 3, "reproduced": 1, "new": 0,
+        "partly": 1, "not_reproduced": 0, "reported": 1}  # fmt: skip
     assert counts.loc["02_b", "new result"] == 1 and counts.loc["03_c"].sum() == 0
     md = claims.counts_table(counts)
     assert md.count("\n") == 5 and "{doc}`/chapters/03_c`" in md and "| **4** |" in md
+    assert claims.counts_line(claims.category_counts(new.claims)) == "1 claim: 1 new result"
     short = [c for c in rows if c.status in claims.SHORT]
     listed = claims.claims_list(short)
     assert [c.id for c in short] == ["some", "none"] and listed.count("\n* ") == 1

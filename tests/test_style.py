@@ -53,3 +53,40 @@ def test_log_axes_only_where_the_data_have_a_positive_value():
     assert c.get_xscale() == c.get_yscale() == "log" and not c.texts
     fig.canvas.draw()  # a log axis with no positive value would fail here
     plt.close(fig)
+
+
+def test_a_figure_records_the_size_of_its_smallest_drawn_text():
+    """figure_png writes, in the PNG's own pixels, the smallest text drawn: a planted 6-pt
+    label is found, a hidden one is not, and a figure with no text records nothing."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    fig, ax = style.subplots(1)
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("title", fontsize=12)
+    ax.tick_params(labelsize=9)
+    ax.text(0.5, 0.5, "hidden", fontsize=3, visible=False)
+    ax.set_xlabel("x", fontsize=10)
+
+    def recorded(f):
+        with Image.open(io.BytesIO(style.figure_png(f))) as im:
+            return im.info.get(style.MIN_FONT_KEY)
+
+    assert float(recorded(fig)) == pytest.approx(9 * style.DPI / 72, abs=0.01)
+    ax.text(0.2, 0.2, "small", fontsize=6)
+    assert float(recorded(fig)) == pytest.approx(6 * style.DPI / 72, abs=0.01)
+    bare = plt.figure()
+    bare.add_axes((0, 0, 1, 1)).set_axis_off()
+    assert recorded(bare) is None
+    plt.close("all")
+
+
+def test_the_column_figure_shows_the_smallest_font_at_ten_css_px():
+    """The design rule behind the sizes: a column-wide figure shown in the 770-px column
+    has its smallest allowed font at 10 CSS px or more."""
+    column_px = 770
+    scale = column_px / (style.COLUMN * style.DPI)
+    assert style.MIN_FONT_PT * style.DPI / 72 * scale >= 10
+    assert max(style.WIDTHS.values()) == style.COLUMN

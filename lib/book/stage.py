@@ -10,7 +10,15 @@ from .fold import stage_notebook
 from .mathjax import stage_mathjax
 from .notebook import ROOT, BuildError, chapters
 
-BOOK_FILES = ("_config.yml", "_toc.yml", "index.md", "references.bib", "_ext/book_ext.py")
+BOOK_FILES = (
+    "_config.yml",
+    "_toc.yml",
+    "index.md",
+    "references.bib",
+    "_ext/book_ext.py",
+    "_ext/static/book.css",
+)
+MD_FOLDER = "md"  # the chapters' Markdown sources, served for download (_ext/book_ext.py)
 
 
 def _copy_if_changed(src: Path, dst: Path) -> bool:
@@ -50,6 +58,7 @@ def stage(
     stage_mathjax(out / "_extra" / "mathjax")
     wanted = set()
     for md in chapters(root):
+        _copy_if_changed(md, out / "_extra" / MD_FOLDER / "chapters" / md.name)
         nb = executed / f"{md.stem}.ipynb"
         if not nb.exists() and partial:
             print(f"{md.stem} is not executed yet: its page shows the code without outputs")

@@ -18,6 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..claims import CURVES
 from .execute import REPORT_PREFIX
 from .notebook import ROOT, STAMP_KEY, atomic_write, chapters
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
@@ -52,6 +53,9 @@ def restore(
         if not fresh and notebook_stamp(kept) == stamp and claims.is_file():
             shutil.copyfile(kept, nb_dir / kept.name)
             shutil.copyfile(claims, nb_dir / "claims" / claims.name)
+            curves = claims.with_name(md.stem + CURVES)
+            if curves.is_file():
+                shutil.copyfile(curves, nb_dir / "claims" / curves.name)
             restored.append(md.stem)
         else:
             todo.append(md.stem)
@@ -77,6 +81,9 @@ def store(nb_dir: Path, cache: Path, junit: Path) -> list[str]:
         nb = json.loads((nb_dir / f"{stem}.ipynb").read_text(encoding="utf-8"))
         nb.setdefault("metadata", {})[STAMP_KEY] = stamps[stem]
         atomic_write(cache / "claims" / claims.name, claims.read_text(encoding="utf-8"))
+        curves = claims.with_name(stem + CURVES)
+        if curves.is_file():
+            atomic_write(cache / "claims" / curves.name, curves.read_text(encoding="utf-8"))
         atomic_write(cache / f"{stem}.ipynb", json.dumps(nb, indent=1))
         kept.append(stem)
     return kept
