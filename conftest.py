@@ -40,9 +40,9 @@ KNOWN_SECONDS = {
     "04_attention_flow": 106,
     "05_real_language_models": 95,
     "06_embeddings_matter": 41,
-    "07_qk_ov_sharpening": 39,
-    "08_qk_rate_and_the_staircase": 56,
-    "09_what_sets_the_order": 58,
+    "07_rescaling_and_reduced_dynamics": 39,
+    "09_qk_rate_and_the_staircase": 56,
+    "10_what_sets_the_order": 58,
     "99_report": 4,
 }
 

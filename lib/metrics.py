@@ -431,7 +431,7 @@ def sharper_at_matched_loss(loss_test, a_test, loss_ref, a_ref) -> SharperCheck:
 
 
 # ---------------------------------------------------------------------------
-# Inference over seeds (Chapter 8): exponents and trends with intervals
+# Inference over seeds (Chapter 9): exponents and trends with intervals
 # ---------------------------------------------------------------------------
 
 

@@ -286,7 +286,7 @@ class Transformer:
     ``readout="last"`` predicts a label from the last position (the synthetic tasks);
     ``readout="all"`` predicts the next token at every position (language models).
     ``qk="collapsed"`` replaces the factorized query-key circuit by one (d, d) matrix per
-    layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 8).
+    layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 9).
 
     Three options make it a small decoder shaped like Qwen2.5 (whose choices are
     ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"``); the defaults are the book's

@@ -1,4 +1,4 @@
-r"""What sets the order of the stairs (Chapter 9): context order against signal strength.
+r"""What sets the order of the stairs (Chapter 10): context order against signal strength.
 
 On the competing-orders task (:func:`lib.tasks.competing_orders`) a *low* family of
 sequences carries its label at context order 0 and a *high* family at order 1 (or at

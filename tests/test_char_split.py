@@ -47,7 +47,7 @@ def test_char_split_refuses_a_bad_fraction(val_fraction):
 
 
 def test_shakespeare_char_split_is_the_chapters_old_recipe():
-    """Chapters 7 and 8 built this by hand: the tokenizer of the training plays, and the
+    """Chapters 7 and 9 built this by hand: the tokenizer of the training plays, and the
     validation plays less the one character the training plays lack."""
     corpus = C.load_shakespeare()
     split = C.char_split(corpus)

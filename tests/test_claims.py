@@ -44,7 +44,7 @@ def test_save_and_load_refuse_missing_or_empty(tmp_path):
 
 def test_the_report_gathers_every_chapter_of_the_toc():
     stems = claims.book_chapters()
-    assert "01_signatures" in stems and "07_qk_ov_sharpening" in stems
+    assert "01_signatures" in stems and "07_rescaling_and_reduced_dynamics" in stems
     assert not [s for s in stems if s.startswith("99_")]
 
 

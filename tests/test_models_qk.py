@@ -1,4 +1,4 @@
-"""The collapsed query-key circuit of :class:`lib.models.Transformer` (Chapter 8).
+"""The collapsed query-key circuit of :class:`lib.models.Transformer` (Chapter 9).
 
 ``qk="collapsed"`` holds one (d, d) matrix ``W_QK`` per layer; with ``W_QK = W_Q W_K^T``
 it is the same function as the factorized model, for shared and per-instance tokens,

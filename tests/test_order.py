@@ -1,5 +1,5 @@
 """lib.order and tasks.competing_orders: the competing-orders task, its strength weights,
-escapes, the boundary and its prediction (Chapter 9)."""
+escapes, the boundary and its prediction (Chapter 10)."""
 
 import math
 

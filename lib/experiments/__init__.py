@@ -14,7 +14,7 @@ Each chapter ``chapters/NN_name.md`` has a module ``lib/experiments/chNN_name.py
 A chapter starts with::
 
     from lib.experiments import announce
-    from lib.experiments import ch07_qk_ov_sharpening as ex
+    from lib.experiments import ch07_rescaling_and_reduced_dynamics as ex
 
     cfg, device = announce(ex, cpu_threads=1)
 

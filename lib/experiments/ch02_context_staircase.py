@@ -52,7 +52,7 @@ class Config(ChapterConfig):
     lr: Adam's learning rate, full batch, every run.
     r: the attention model's rate ratio eta_QK / eta_rest: its query-key weights train at
         r times the learning rate of the rest, so the embeddings move before attention
-        sharpens. A choice, not a condition: Chapter 8 finds the order-1 stair at r = 3 too.
+        sharpens. A choice, not a condition: Chapter 9 finds the order-1 stair at r = 3 too.
     attn_anchors: anchors of the attention model's task, 24, not 12. The attention model
         has no value or output weights (``Transformer(ov="identity")``): with a learned
         W_V W_O the anchors reach the readout an O(eps^2) factor weaker than the gate, and

@@ -4,7 +4,7 @@ The code is the repository ``vashishtrahul/Faster-Query-Key-Learning-Sharpens-At
 Self-Attention-Models`` of Vashisht and Ramaswamy (``vashisht2026faster``). Nothing here is
 computed: each value was read from a notebook's saved output at the commit named beside
 it. The rules that compare our runs with them are in :mod:`lib.experiments.qkov_readings`;
-the chapter's settings in :mod:`lib.experiments.ch07_qk_ov_sharpening`.
+the chapter's settings in :mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`.
 """
 
 from __future__ import annotations

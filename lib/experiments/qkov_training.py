@@ -3,7 +3,7 @@ and the Shakespeare data.
 
 The model is :mod:`lib.qkov`, the data :mod:`lib.tasks` and :mod:`lib.corpora`, the
 training loop :mod:`lib.engine`; the chapter's settings are its ``Config``
-(:mod:`lib.experiments.ch07_qk_ov_sharpening`). What is read from the runs is
+(:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`). What is read from the runs is
 :mod:`lib.experiments.qkov_readings`.
 """
 
@@ -17,7 +17,7 @@ from .. import corpora, engine, lm, qkov, tasks
 from ..init import init_params
 
 if TYPE_CHECKING:
-    from .ch07_qk_ov_sharpening import Config
+    from .ch07_rescaling_and_reduced_dynamics import Config
 
 
 def to_device(batch, device):

@@ -1,5 +1,5 @@
 """Competing orders: two families of sequences whose labels are read at different context
-orders, and its control with both at order 0 (Chapter 9).
+orders, and its control with both at order 0 (Chapter 10).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def competing_orders(
     n_anchors: int = 8, same_order: bool = False
 ) -> tuple[TaskData, CompetingOrders]:
     r"""Two families of sequences whose labels are read at different context orders
-    (Chapter 9: which stair comes first, context order or signal strength?).
+    (Chapter 10: which stair comes first, context order or signal strength?).
 
     Tokens: the *low* family's anchors ``a = 0..n-1``, the *high* family's anchors
     ``b = n..2n-1``, and two gates ``g+, g-``. Every sequence is ``[anchor, gate]``, every

@@ -1,4 +1,4 @@
-"""Chapter 8, does faster query-key learning move the context staircase? Config and plumbing.
+"""Chapter 9, does faster query-key learning move the context staircase? Config and plumbing.
 
 The chapter trains two attention models on the gated-parity-bit task over a grid of
 query-key rates r = eta_QK / eta_rest, factorized and collapsed QK, and seeds (one batched
@@ -29,7 +29,7 @@ from . import ChapterConfig
 from . import ch02_context_staircase as ch02
 from . import config as chapter_config
 
-CHAPTER = "08_qk_rate_and_the_staircase"
+CHAPTER = "09_qk_rate_and_the_staircase"
 
 # Positions of the gated-parity-bit sequence [z, a, g]: the readout is at the gate.
 POSITIONS = ("key", "anchor", "gate")
@@ -37,7 +37,7 @@ POSITIONS = ("key", "anchor", "gate")
 
 @dataclass(frozen=True)
 class Config(ChapterConfig):
-    """Chapter 8 at book scale.
+    """Chapter 9 at book scale.
 
     n_keys, n_anchors: the learned-OV model's gated-parity-bit task (orders 0 and 1 only);
         12 anchors, the task of Chapter 4's learned-OV contrast. Chapter 2's staircase model

@@ -1,4 +1,4 @@
-"""The plumbing of Chapter 8 (lib/experiments/ch08_qk_rate_and_the_staircase.py)."""
+"""The plumbing of Chapter 9 (lib/experiments/ch09_qk_rate_and_the_staircase.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lib.env import ConfigError
-from lib.experiments import ch08_qk_rate_and_the_staircase as ex
+from lib.experiments import ch09_qk_rate_and_the_staircase as ex
 from lib.experiments import config
 
 

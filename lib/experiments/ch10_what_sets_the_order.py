@@ -1,4 +1,4 @@
-"""Chapter 9, what sets the order: order 0 in time, context order against signal strength,
+"""Chapter 10, what sets the order: order 0 in time, context order against signal strength,
 what large initialization does, and the length of the plateau.
 
 The staircase task, its model and Adam's rate are Chapter 2's (``config(ch02)`` at the same
@@ -20,12 +20,12 @@ from ..models import build
 from ..sweep import Sweep
 from . import ChapterConfig
 
-CHAPTER = "09_what_sets_the_order"
+CHAPTER = "10_what_sets_the_order"
 
 
 @dataclass(frozen=True)
 class Config(ChapterConfig):
-    """Chapter 9 at book scale (the staircase task and model are Chapter 2's).
+    """Chapter 10 at book scale (the staircase task and model are Chapter 2's).
 
     slow_lr, slow_steps, slow_every: the time-resolved arm: Chapter 2's two-stair Emb-MLP
         (and its shuffled control) under Adam at slow_lr, ten times below Chapter 2's rate,

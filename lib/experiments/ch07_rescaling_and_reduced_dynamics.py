@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from .. import qkov, tasks
 from . import ChapterConfig
 
-CHAPTER = "07_qk_ov_sharpening"
+CHAPTER = "07_rescaling_and_reduced_dynamics"
 
 
 @dataclass(frozen=True)
