@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .env import smoke
+from .page import MISSING
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
 STATUSES = ("reproduced", "partly", "not reproduced", "new result")
@@ -299,18 +300,42 @@ def _held(c: Claim) -> str:
 
 
 def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool = True) -> str:
-    """A MyST Markdown table of claims, for a chapter's end and for the report page."""
-    head = ["claim", "label", "status", "measured: mean [min, max]", "held (seeds or cases)"]
+    """A MyST Markdown table of claims, for a chapter's end and for the report page: the
+    claim (with its honesty badge and a link to its section), its status, the measured
+    number (mean [min, max] over seeds) and the seeds or cases in which it held."""
+    head = ["claim", "status", "measured: mean [min, max]", "held"]
     if chapter_column:
         head.insert(0, "chapter")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
-        cells = [text, BADGES[c.label], _status_cell(c), c.summary(), _held(c)]
+        cells = [f"{text} {BADGES[c.label]}", _status_cell(c), c.summary() or MISSING, _held(c)]
         if chapter_column:
             cells.insert(0, c.chapter.split("_", 1)[0])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def chapter_folds(rows: Sequence[Claim], chapters: Sequence[str], titles: dict[str, str]) -> str:
+    """Every claim, one closed fold per chapter (MyST ``dropdown``), each titled with the
+    chapter and its counts (:func:`counts_line`), holding its :func:`claims_table`."""
+    out = []
+    for ch in chapters:
+        mine = [c for c in rows if c.chapter == ch]
+        if not mine:
+            continue
+        title = f"{titles.get(ch, ch)}: {counts_line(category_counts(mine))}"
+        out += [f"::::{{dropdown}} {title}", claims_table(mine, chapter_column=False), "::::", ""]
+    return "\n".join(out)
+
+
+def find(rows: Sequence[Claim], claim_id: str) -> Claim:
+    """The one claim with this id among ``rows``; raises :class:`ClaimError` when there is
+    none or more than one."""
+    found = [c for c in rows if c.id == claim_id]
+    if len(found) != 1:
+        raise ClaimError(f"{len(found)} claims with id {claim_id!r} (want exactly one)")
+    return found[0]
 
 
 def book_chapters(root: Path | None = None) -> list[str]:

@@ -54,6 +54,7 @@ STATUS_COLORS = {
     "new result": _CB[0],
     "partly": _CB[8],
     "not reproduced": _CB[3],
+    "reported, not asserted": (0.75, 0.75, 0.75),  # lib.claims.REPORTED: counted apart
 }
 SIMILARITY_CMAP = "RdBu_r"
 # Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.

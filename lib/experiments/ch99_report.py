@@ -1,10 +1,18 @@
-"""The verdict: the reproduction report gathers every chapter's claims; it trains nothing."""
+"""The verdict: the reproduction report gathers every chapter's claims; it trains nothing.
+
+Its opening table sets the papers' numbers beside ours for the book's headline claims
+(:data:`HEADLINES`). Where the official QK/OV code saved an output, the paper's column is
+that output (:mod:`lib.experiments.qkov_official`, each value with the notebook and commit
+it was read from); the Context Staircase paper's text is not public, so its column says
+what its abstract states.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import ChapterConfig
+from . import qkov_official as official
 
 CHAPTER = "99_report"
 
@@ -15,3 +23,150 @@ class Config(ChapterConfig):
 
 
 OVERRIDES: dict = {}
+
+ABSTRACT = "abstract only"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One row of the report's opening table: the claim (its id in a chapter's ledger), a
+    short title, and what the paper gives for it."""
+
+    claim: str
+    title: str
+    paper: str
+
+
+def _fig3(kind: str) -> str:
+    lo, hi = official.FIG3_FINAL_LOSS[kind][0], official.FIG3_FINAL_LOSS[kind][-1]
+    a0, a1 = official.FIG3_ALPHAS[0], official.FIG3_ALPHAS[-1]
+    return f"{kind} OV {lo:.3g} at α = {a0:g}, {hi:.3g} at α = {a1:g}"
+
+
+def _fig2() -> str:
+    bins = official.BIN_NAMES
+    known = {k: bins[v] for k, v in official.FIG2_MODAL_BIN.items() if v is not None}
+    return "modal distinct-token mass: " + ", ".join(f"{k} {b}" for k, b in known.items())
+
+
+def _fig4() -> str:
+    rows = official.FIG4_AT_STOP
+    return "at loss 1e-4: " + "; ".join(
+        f"r = {r:g}: α {v['alpha']:.3g}, μ_OV {v['mu_ov']:.3g}, μ_QK {v['mu_qk']:.3g}"
+        for r, v in rows.items()
+    )
+
+
+HEADLINES: tuple[Headline, ...] = (
+    Headline("climb-emb-mlp-three-stairs", "the staircase: order 0, then 1, then 2 (Emb-MLP)",
+             "order 0 first, then more and more context (" + ABSTRACT + ")"),
+    Headline("large-init-staircase", "large init weakens the order",
+             "ordering absent or weaker under large init (" + ABSTRACT + ")"),
+    Headline("init-leading", "the feed-forward flow's leading term is the label signature",
+             "explained by the embeddings' gradient flow (" + ABSTRACT + ")"),
+    Headline("first-order-uniform", "attention is uniform at small init, to first order",
+             "explained through self-attention's flow (" + ABSTRACT + ")"),
+    Headline("stair-main", "real text: a second, residual stair after next-token",
+             "staircase seen in real LM training (" + ABSTRACT + ")"),
+    Headline("e3-signature-vs-permuted", "a signature-structured embedding learns better",
+             "embedding structure matters for learning (" + ABSTRACT + ")"),
+    Headline("effective-ratio", "factorization rescales each circuit's learning rate",
+             "implicit rescaling (" + ABSTRACT + ", README)"),
+    Headline("closed-form", "the reduced dynamics move along a line (closed form)",
+             "parameters move along a line (README)"),
+    Headline("ode-alpha-rises", "reduced ODE: sharper attention at a fixed loss as r grows",
+             "official Fig 4 notebook, {fig4}"),
+    Headline("fig2-modal-bins", "Fig 2: attention at similar loss, four parameterizations",
+             "official Fig 2, {fig2}"),
+    Headline("fig3-ratio", "Fig 3: fixed attention, collapsed against factorized OV",
+             "official Fig 3: {fig3c}; {fig3f}"),
+    Headline("headline", "faster QK sharpens attention at a matched loss (ratio sweep)",
+             "faster QK, sharper attention at similar loss (" + ABSTRACT + ")"),
+    Headline("shk-entropy", "a character-level language model: the same with QK faster",
+             "HateXplain, SVA, SQuAD (not run here)"),
+    Headline("staircase-model-climbs", "faster QK and the staircase: the stair survives",
+             "new question (neither paper)"),
+    Headline("boundary-moves", "what sets the order: context order against signal strength",
+             "new question (neither paper)"),
+)  # fmt: skip
+
+
+def headlines() -> list[Headline]:
+    """:data:`HEADLINES` with the official code's numbers written in."""
+    values = {"fig2": _fig2(), "fig3c": _fig3("collapsed"), "fig3f": _fig3("factorized"),
+              "fig4": _fig4()}  # fmt: skip
+    return [Headline(h.claim, h.title, h.paper.format(**values)) for h in HEADLINES]
+
+
+def headline_rows(records) -> list[tuple[str, str, str, str]]:
+    """The opening table's rows: the claim (linked to its section), the paper's column,
+    ours (the measured number, mean [min, max] over seeds, and where it held) and its
+    category under the book's counting rule. Raises when a headline names no claim."""
+    from .. import claims
+
+    rows = []
+    for h in headlines():
+        c = claims.find(records, h.claim)
+        ours = c.summary() or "—"
+        ours += f" (held {sum(c.holds)} of {len(c.holds)})"
+        rows.append((f"{{ref}}`{h.title} <{c.section}>`", h.paper, ours, claims.category(c)))
+    return rows
+
+
+def headline_glue(records) -> dict[str, str]:
+    """For the book's first page, per headline claim ``hl_<id>``: ``_held`` ("5 of 5", the
+    seeds or cases in which it held) and ``_value`` (its measured number)."""
+    from .. import claims
+    from ..page import MISSING, share
+
+    out = {}
+    for h in HEADLINES:
+        c = claims.find(records, h.claim)
+        key = "hl_" + h.claim.replace("-", "_")
+        out[key + "_held"] = share(sum(c.holds), len(c.holds))
+        out[key + "_value"] = c.summary() or MISSING
+    return out
+
+
+def chapter_title(stem: str) -> str:
+    """``07_rescaling_and_reduced_dynamics`` -> ``7 rescaling and reduced dynamics``."""
+    number, _, name = stem.partition("_")
+    return f"{number.lstrip('0')} {name.replace('_', ' ')}"
+
+
+# The chapters whose kept curves draw the book's opening figure (Ledger.keep).
+STAIRCASE_CHAPTER = "02_context_staircase"
+SHARPENING_CHAPTER = "08_sharper_attention"
+
+
+def book_figure(stair: dict, sharp: dict):
+    """The book's opening figure: left, the context staircase (the Emb-MLP's alignments
+    R0, R1, R2 with the three signature orders, seeds as bands, against their floors);
+    right, the attention mass on the relevant tokens at a matched loss against the QK/OV
+    rate ratio r (seeds as points and their mean), with the reduced ODE's prediction."""
+    import numpy as np
+
+    from ..style import COLORS, band, log_axes, subplots
+
+    fig, (a, b) = subplots(1, 2)
+    steps = stair["stair_steps"]
+    for o in (0, 1, 2):
+        color = COLORS[f"order{o}"]
+        band(a, steps, stair[f"stair_R{o}"], color, label=f"order {o}")
+        a.axhline(float(stair[f"stair_floor{o}"]), color=color, ls=":", lw=1)
+    a.set(xlabel="Adam step", ylabel="alignment $R_j$ with order $j$", ylim=(-0.2, 1.05),
+          title=f"the staircase (small init, γ = {float(stair['stair_gamma']):g})")  # fmt: skip
+    a.legend(loc="upper left")
+    r, mass = np.asarray(sharp["sharp_r"]), np.asarray(sharp["sharp_mass"])
+    for k in range(mass.shape[1]):
+        b.plot(r, mass[:, k], "o", ms=3, color=COLORS["qk"], alpha=0.45)
+    b.plot(r, np.nanmean(mass, 1), "-", color=COLORS["qk"], label="network, seed mean")
+    b.plot(sharp["sharp_theory_r"], sharp["sharp_theory_alpha"], "--", color=COLORS["theory"],
+           label="reduced ODE")  # fmt: skip
+    b.axvline(1.0, color=COLORS["null"], lw=0.8)
+    b.set(xlabel="QK/OV learning-rate ratio r", ylabel="attention on relevant tokens",
+          title=f"sharper attention (matched loss {float(sharp['sharp_loss']):.2g})")  # fmt: skip
+    log_axes(b, x=True, y=False)
+    b.legend(loc="upper left")
+    fig.tight_layout()
+    return fig

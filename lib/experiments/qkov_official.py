@@ -73,3 +73,18 @@ FIG3_FINAL_LOSS = {
 FIG3_SETUP = dict(epochs=500, batches=250, lr=1e-2, seq_len=64, batch_size=128)
 # Their training length as gradient-flow time, lr x steps.
 FIG3_FLOW_TIME = FIG3_SETUP["epochs"] * FIG3_SETUP["batches"] * FIG3_SETUP["lr"]
+
+# ---------------------------------------------------------------------------
+# Fig 4 (the reduced ODE; Chapter 7)
+# ---------------------------------------------------------------------------
+
+# What the official simulation printed when it stopped, at loss 1e-4, for the two ratios
+# whose output was saved (Fig-4 Code/Simulated_Differential_equations.ipynb, commit
+# a642848bd7c3c26aa501e5653a5069db693d07b4, cell 0: "mu_OV 78.797->81.669, mu_QK
+# 0.521->0.559, alpha 0.144->0.149, loss 2.215e-04->1.000e-04" and the like): the README's
+# ODE with m = 5, n = 50, b = 50, M = 20, eta_OV = 1, integrated by RK4 from 0.
+FIG4_STOP_LOSS = 1e-4
+FIG4_AT_STOP: dict[float, dict[str, float]] = {
+    0.01: {"mu_ov": 81.669, "mu_qk": 0.559, "alpha": 0.149},
+    0.1: {"mu_ov": 42.282, "mu_qk": 1.395, "alpha": 0.287},
+}
