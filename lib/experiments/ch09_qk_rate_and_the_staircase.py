@@ -83,7 +83,7 @@ class Config(ChapterConfig):
         both controls memorize their bits, and their R1 settles, within control_steps.
     stair_control_r_grid: the rates of the staircase model's control (control_seeds,
         control_steps).
-    shk_*: the Shakespeare LM (Chapter 7's model and multipliers, at small init):
+    shk_*: the Shakespeare LM (Chapter 8's model and multipliers, at small init):
         d_model, context, MLP width, batch size, steps, Adam lr, the QK multipliers,
         seeds, number of logging steps, tracked characters, skip distances k and the
         permutations of the alignment null; shk_fold_tol: the factor within which an onset
