@@ -53,7 +53,7 @@ import torch
 import torch.nn as nn
 
 from .engine import train
-from .env import cpu_threads
+from .env import cpu_threads, quietly
 from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
 
 
@@ -149,7 +149,7 @@ def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3, threads=None):
     X, y = _data(V, L)
     kw = dict(optimizer="adam", lr=1e-3, batch_size=batch, log_at=[steps])
     rows = []
-    with cpu_threads(threads):
+    with cpu_threads(threads), quietly():  # hundreds of short runs: no bar for each
         for name, model, plain in _families(V, L, d, batch):
             t_b = _time(partial(_batched, model, X, y, K, steps, kw), repeats)
             t_s = _time(partial(_sequential, model, X, y, K, steps, kw), repeats)

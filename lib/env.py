@@ -118,6 +118,20 @@ def quiet() -> bool:
 
 
 @contextlib.contextmanager
+def quietly():
+    """No progress bars in the block (a benchmark's many short runs), restored afterwards."""
+    before = os.environ.get("BOOK_QUIET")
+    os.environ["BOOK_QUIET"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["BOOK_QUIET"]
+        else:
+            os.environ["BOOK_QUIET"] = before
+
+
+@contextlib.contextmanager
 def cpu_threads(n: int | None):
     """Run the block on ``n`` CPU threads (``None``: unchanged), restored afterwards.
 
