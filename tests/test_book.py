@@ -246,3 +246,36 @@ def test_one_name_per_concept_no_g_and_no_clash_dodging_names():
         bad = sorted({(t.string, t.start[0]) for t in toks
                       if t.type == tokenize.NAME and t.string in ("g", "Kk", "Vv")})  # fmt: skip
         assert not bad, f"{name}: name these for what they are: {bad[:5]}"
+
+
+def test_an_old_python_is_refused_before_anything_is_installed(tmp_path):
+    """On Python 3.10 the installer resolved 159 packages (gigabytes with CUDA torch) and
+    failed only at the last step. A stand-in for Python 3.10 records every call that
+    would create or fill an environment."""
+    import os
+    import subprocess
+
+    fake = tmp_path / "python3.10"
+    fake.write_text(
+        '#!/bin/sh\ncase "$1" in\n  --version) echo "Python 3.10.12" ;;\n  -c) exit 1 ;;\n'
+        '  *) echo "$@" >> "$(dirname "$0")/calls" ;;\nesac\n'
+    )
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    p = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "venv", f"PYTHON={fake}",
+         f"VENV={tmp_path / 'venv'}"], env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "needs Python 3.11 or newer" in out, out
+    assert "Python 3.10.12" in out and "PYTHON=python3" in out, out
+    assert not (tmp_path / "calls").exists(), (tmp_path / "calls").read_text()
+    assert not (tmp_path / "venv").exists()
+
+
+def test_the_readme_says_which_torch_a_fresh_machine_gets_and_how_to_choose():
+    """A fresh Linux machine got the CUDA build of torch with about 20 nvidia-* packages,
+    and the README did not say so, nor how to get the CPU build."""
+    text = (ROOT / "README.md").read_text()
+    for needed in ("PIP_FIND_LINKS", "nvidia-", "https://download.pytorch.org/whl/cpu"):
+        assert needed in text, f"the README does not mention {needed}"
