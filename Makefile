@@ -7,8 +7,10 @@
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
-# Both main targets create .venv and install what they need on first use. Every target that
-# writes build outputs holds one lock (.book.lock): two runs in one checkout take turns.
+# Both main targets create .venv and install what they need on first use (Python 3.11 or
+# newer). Every target that writes build outputs holds one lock (.book.lock, lib/book/lock.py):
+# two runs in one checkout take turns, and the one that waits says for whom.
+# CH names one chapter by its number or its file's stem (CH=2, CH=02, CH=02_context_staircase).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -19,7 +21,9 @@ NB := executed
 CI_BOOK := build/ci_book
 EXECUTED := build/executed
 STAGED := build/book
-LOCK := flock .book.lock
+BOOK_ROOT := $(CURDIR)
+LOCKFILE := .book.lock
+LOCK := $(BIN)/python lib/book/lock.py $(LOCKFILE)
 TIMES := build/test-times
 TEST_CACHE := build/test-cache
 # Chapters run side by side under nbmake, one worker per core (at most one per chapter),
