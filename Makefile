@@ -73,12 +73,14 @@ book: $(STAMP)
 
 chapter: $(STAMP)
 	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
-	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only $(CH)" PARTIAL=--partial
+	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only='$(CH)'" PARTIAL=--partial
 
+# BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
 _book:
-	$(BIN)/python -m lib.booktools execute $(EXECUTED) $(ONLY)
-	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) $(PARTIAL) --doctrees _build/.doctrees
-	$(BIN)/jupyter-book build $(STAGED) --path-output . -n --keep-going
+	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(ONLY)
+	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
+		--doctrees $(BOOK_ROOT)/_build/.doctrees
+	$(BIN)/jupyter-book build $(STAGED) --path-output $(BOOK_ROOT) -n --keep-going
 	@echo "The book is in _build/html/index.html"
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
@@ -159,7 +161,7 @@ bench: $(STAMP)
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
 # asserted. Prints peak memory, time per step and the estimated paper time per chapter.
 paper-smoke: $(STAMP)
-	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only $(CH))
+	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only='$(CH)')
 
 clean:
 	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock
