@@ -135,9 +135,11 @@ def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(t
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 130 and time.time() - t0 < 20, out
-    assert "interrupted" in out
+    assert "interrupted 02_b after" in out and "FAILED" not in out, out  # not a failure
     assert not (toy / "build" / "executed" / "02_b.ipynb").exists()
-    assert not list((toy / "build" / "executed").glob(".*.tmp"))
+    assert not (toy / "build" / "executed" / "02_b.log").exists()  # nothing failed
+    left = [f.name for f in (toy / "build" / "executed").glob(".*") if f.name != ".lock"]
+    assert not left, left  # no temporary file or staging folder
     time.sleep(0.5)
     assert not _alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
     assert _executed(toy) == ["02_b"]
@@ -386,3 +388,48 @@ def test_on_ctrl_c_the_lock_returns_only_after_its_command_has_ended(tmp_path):
     assert not _alive(child), "the lock returned while its command was still running"
     assert p.stdout.read() == "stopped\n" and p.returncode == 130
 
+
+def test_a_write_that_fails_leaves_no_temporary_file_and_is_named_in_one_line(
+    tmp_path, monkeypatch
+):
+    """A full disk left a truncated ``.01_signatures.ipynb.*.tmp`` and a chained traceback."""
+    import errno
+
+    from lib.book import notebook
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(notebook.os, "replace", full)
+    with pytest.raises(OSError) as err:
+        notebook.atomic_write(tmp_path / "out" / "01_a.ipynb", "{}")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert booktools.write_error(err.value) == (
+        f"cannot write {tmp_path / 'out' / '01_a.ipynb'}: the disk is full "
+        "(No space left on device)"
+    )
+
+
+def test_a_chapters_claims_and_notebook_are_published_together_or_not_at_all(tmp_path):
+    from lib.book import outputs
+
+    out = tmp_path / "executed"
+    claims, nb, log = out / "claims", out / "01_a.ipynb", out / "01_a.log"
+    claims.mkdir(parents=True)
+    (claims / "01_a.json").write_text("old claims")
+    (claims / "02_b.json").write_text("B's claims")
+    log.write_text("the last run's traceback")
+    nb.mkdir()  # a folder where the notebook goes: its rename fails after the claims'
+    folder = outputs.staging(out, "01_a", claims)
+    assert (folder / "claims" / "02_b.json").read_text() == "B's claims"  # the report reads all
+    (folder / "claims" / "01_a.json").write_text("new claims")
+    (folder / "01_a.ipynb").write_text("new notebook")
+    with pytest.raises(OSError) as err:
+        outputs.publish(folder, nb, claims, log)
+    assert err.value.filename == str(nb)
+    assert (claims / "01_a.json").read_text() == "old claims" and log.exists()  # undone
+    nb.rmdir()
+    outputs.publish(folder, nb, claims, log)
+    assert (claims / "01_a.json").read_text() == "new claims" and nb.read_text() == "new notebook"
+    assert not log.exists()  # the old failure log goes with the new outputs
+    assert outputs.remove_leftovers(out) == [folder] and not folder.exists()

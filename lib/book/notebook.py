@@ -156,8 +156,16 @@ def kernels_over_ipc() -> None:
         cls._ip_default = own_path  # traitlets looks a default up in the class itself first
 
 
-def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
-    """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``."""
+class WriteFailed(RuntimeError):
+    """The chapter ran, but its notebook could not be written (the message says why)."""
+
+
+def execute_one(
+    md: Path, out: Path, stamp: str, root: Path = ROOT, published: Path | None = None
+) -> None:
+    """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``.
+
+    ``published``: where ``out`` will be published, named when the write fails."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -168,10 +176,16 @@ def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
         nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(root)}}
     )
     client.execute()
-    atomic_write(out, nbformat.writes(nb))
+    try:
+        atomic_write(out, nbformat.writes(nb))
+    except OSError as err:
+        raise WriteFailed(write_error(err, published or out)) from None
 
 
-def run_child(md: str, out: str, stamp: str, root: str) -> int:
+WRITE_FAILED = 3  # a worker's exit status when its chapter ran but could not be written
+
+
+def run_child(md: str, out: str, stamp: str, root: str, published: str | None = None) -> int:
     """One worker: execute one chapter; SIGTERM shuts the kernel down before exiting."""
 
     def stop(signum, frame):
@@ -179,10 +193,13 @@ def run_child(md: str, out: str, stamp: str, root: str) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        execute_one(Path(md), Path(out), stamp, Path(root))
+        execute_one(Path(md), Path(out), stamp, Path(root), published and Path(published))
     except KeyboardInterrupt:
         print(f"{Path(md).stem}: interrupted")
         return 130
+    except WriteFailed as err:
+        print(err)
+        return WRITE_FAILED
     except Exception as err:  # the cell's error, with its traceback, names the cause
         text = str(err)
         print(text)
