@@ -1,8 +1,8 @@
 # The Order of Learning: build the book, run the tests.
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
-#   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build,
-#                       and every page opened offline in headless chromium; a chapter that
+#   make test           lint, unit and fault tests, every chapter at BOOK_SCALE=ci under nbmake,
+#                       strict build, and every page opened offline in headless chromium; a chapter that
 #                       passed before on the same inputs is not run again (FRESH=1 runs all)
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
@@ -40,8 +40,8 @@ export BOOK_QUIET := 1
 # 8x slower). The results do not change.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: venv book chapter test lint format unit chapters strict pages bench paper-smoke clean \
-	_book _test _lint _unit _chapters _report _strict _pages
+.PHONY: venv book chapter test lint format unit faults chapters strict pages bench paper-smoke \
+	clean _book _test _lint _unit _faults _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
 # reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
@@ -92,7 +92,7 @@ test:
 _test:
 	@rm -rf $(TIMES) && mkdir -p $(TIMES) && echo "environment $(or $(ENV_MS),0)" > $(TIMES)/phases.txt
 	@trap '$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
-	for phase in lint unit chapters report strict pages; do \
+	for phase in lint unit faults chapters report strict pages; do \
 		t0=$$(date +%s%N); \
 		$(MAKE) --no-print-directory _$$phase; \
 		echo "$$phase $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; \
@@ -118,8 +118,17 @@ unit: $(STAMP)
 	$(MAKE) --no-print-directory _unit
 
 _unit:
-	$(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cacheprovider -n $(WORKERS) \
-		--durations=10 --junitxml=$(TIMES)/unit.xml
+	$(BIN)/python -m pytest tests -q --ignore=tests/pages --ignore=tests/test_faults.py \
+		-p no:cacheprovider -n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
+
+# The build when something breaks (Ctrl-C, a full or read-only disk) and the one-chapter
+# build's warnings, on a toy book through this Makefile: chapters run in kernels, seconds each.
+faults: $(STAMP)
+	$(MAKE) --no-print-directory _faults
+
+_faults:
+	$(BIN)/python -m pytest tests/test_faults.py -q -p no:cacheprovider -n $(WORKERS) \
+		--dist loadgroup --durations=0 --junitxml=$(TIMES)/faults.xml
 
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
 # report, which reads the claims they wrote. A chapter that passed before on the same inputs
