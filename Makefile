@@ -128,7 +128,7 @@ faults: $(STAMP)
 
 _faults:
 	$(BIN)/python -m pytest tests/test_faults.py -q -p no:cacheprovider -n $(WORKERS) \
-		--dist loadgroup --durations=0 --junitxml=$(TIMES)/faults.xml
+		--durations=0 --junitxml=$(TIMES)/faults.xml
 
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
 # report, which reads the claims they wrote. A chapter that passed before on the same inputs
