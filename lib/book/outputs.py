@@ -47,9 +47,10 @@ def check_writable(out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=out_dir, prefix=".probe.", suffix=".tmp")
         os.close(fd)
-        os.unlink(probe)
     except OSError as err:
         raise BuildError(write_error(err, out_dir)) from None
+    with contextlib.suppress(OSError):  # (a run holding the lock may have removed it)
+        os.unlink(probe)
 
 
 def staging(out_dir: Path, stem: str, claims: Path | None) -> Path:
