@@ -79,7 +79,7 @@ def get_device() -> torch.device:
 
 # What `make paper-smoke` estimated for the full paper runs on one CPU thread (README):
 # from under an hour (Chapter 9) to about 4,100 hours (Chapter 5), 4,200 hours in all.
-PAPER_CPU_ESTIMATE = "from under an hour to about 4,100 hours a chapter, 4,200 hours in all"
+PAPER_CPU_ESTIMATE = "under an hour to about 4,100 hours a chapter, some 4,200 hours for the book"
 PAPER_ON_CPU = "BOOK_PAPER_ON_CPU"  # =1: run paper scale on a CPU all the same
 
 
@@ -98,9 +98,9 @@ def check_scale(scale: str, device: torch.device, estimate: str | None = None) -
     if opt_in not in ("", "0"):
         raise ConfigError(f"{PAPER_ON_CPU}={opt_in!r}: set {PAPER_ON_CPU}=1, or unset it")
     raise ConfigError(
-        f"BOOK_SCALE=paper on a CPU is refused: make paper-smoke estimates "
-        f"{estimate or PAPER_CPU_ESTIMATE} on one CPU thread. Run it on a GPU, use "
-        f"BOOK_SCALE=book, or set {PAPER_ON_CPU}=1 to start it anyway"
+        f"BOOK_SCALE=paper on a CPU is refused: its runs would take "
+        f"{estimate or PAPER_CPU_ESTIMATE} on one CPU thread (make paper-smoke's estimate). "
+        f"Run it on a GPU, use BOOK_SCALE=book, or set {PAPER_ON_CPU}=1 to start it anyway"
     )
 
 

@@ -70,6 +70,13 @@ def test_paper_scale_on_a_cpu_is_refused_naming_the_opt_in_and_the_time(
     assert len(calls) == 2
     monkeypatch.setenv("BOOK_SCALE", "book")
     assert booktools.main(["execute", str(tmp_path)]) == 0
+    # where make paper-smoke has measured the chapters asked for, its estimate is named
+    from lib.book.cli import SMOKE_SUMMARY, paper_estimate
+
+    (tmp_path / SMOKE_SUMMARY).parent.mkdir(parents=True)
+    (tmp_path / SMOKE_SUMMARY).write_text('[{"chapter": "02_b", "estimate_s": 31320}]')
+    assert paper_estimate(["02_b"], tmp_path) == f"about 8.7 hours for 02_b ({SMOKE_SUMMARY})"
+    assert paper_estimate(["01_a"], tmp_path) is None
 
 
 def test_chapters_are_named_exactly_by_number_or_stem(tmp_path, monkeypatch, capsys):
