@@ -354,7 +354,7 @@ def test_a_run_waiting_for_the_lock_says_so_once_naming_the_holders_command(tmp_
     """A second ``make chapter`` waited 13 s on the lock with no message."""
     lock = tmp_path / ".book.lock"
     (tmp_path / "Makefile").write_text(
-        f"hold:\n\t{' '.join(LOCK)} {lock} {sys.executable} -c 'import time; time.sleep(1.5)'\n"
+        f"hold:\n\t{' '.join(LOCK)} {lock} {sys.executable} -c 'import time; time.sleep(1)'\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
     holder = subprocess.Popen(["make", "-s", "-C", str(tmp_path), "hold"], env=env,
@@ -373,7 +373,7 @@ def test_on_ctrl_c_the_lock_returns_only_after_its_command_has_ended(tmp_path):
     code = (
         "import os, signal, sys, time\n"
         "def stop(*a):\n"
-        "    time.sleep(1.0)\n"
+        "    time.sleep(0.5)\n"
         "    print('stopped', flush=True)\n"
         "    sys.exit(130)\n"
         "signal.signal(signal.SIGINT, stop)\n"
