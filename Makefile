@@ -10,7 +10,7 @@
 # Both main targets create .venv and install what they need on first use (Python 3.11 or
 # newer). Every target that writes build outputs holds one lock (.book.lock, lib/book/lock.py):
 # two runs in one checkout take turns, and the one that waits says for whom.
-# CH names one chapter by its number or its file's stem (CH=2, CH=02, CH=02_context_staircase).
+# CH names chapters exactly, by number or file stem (CH=2, CH=02, CH="1 3"; lib/book/notebook.py).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
