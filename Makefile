@@ -2,8 +2,9 @@
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
 #   make test           lint, unit and fault tests, every chapter at BOOK_SCALE=ci under nbmake,
-#                       strict build, and every page opened offline in headless chromium; a chapter that
-#                       passed before on the same inputs is not run again (FRESH=1 runs all)
+#                       strict build, and every page opened offline in headless chromium; a
+#                       chapter that passed before on the same inputs is not run again (FRESH=1
+#                       runs all)
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
