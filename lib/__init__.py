@@ -3,7 +3,7 @@
 Core: ``env`` (scale, device, quietness, ``ConfigError``), ``init`` (the one init
 function), ``models`` (the batched models), ``engine`` (batched training), ``sweep``
 (labelled grids of instances), ``tasks`` (the synthetic tasks), ``corpora`` (offline
-corpora and tokenizers), ``signatures`` (probability signatures), ``metrics`` (alignment,
+corpora and tokenizers; ``corpus_files``: their files, checked before they are read), ``signatures`` (probability signatures), ``metrics`` (alignment,
 partial correlation, onsets, attention entropy, matched-loss reading), ``style`` (the
 figure style and palettes) and ``interactive`` (offline slider figures). Per topic:
 ``staircase`` (the context staircase), ``probes`` (held-out linear probes: where a

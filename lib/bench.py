@@ -53,7 +53,7 @@ import torch
 import torch.nn as nn
 
 from .engine import train
-from .env import cpu_threads
+from .env import cpu_threads, quietly
 from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
 
 
@@ -149,7 +149,7 @@ def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3, threads=None):
     X, y = _data(V, L)
     kw = dict(optimizer="adam", lr=1e-3, batch_size=batch, log_at=[steps])
     rows = []
-    with cpu_threads(threads):
+    with cpu_threads(threads), quietly():  # hundreds of short runs: no bar for each
         for name, model, plain in _families(V, L, d, batch):
             t_b = _time(partial(_batched, model, X, y, K, steps, kw), repeats)
             t_s = _time(partial(_sequential, model, X, y, K, steps, kw), repeats)
@@ -320,18 +320,18 @@ _SMOKE_CHILD = (
 
 
 def paper_smoke(out, only=None, log=print):
-    """Every chapter (or those whose stem starts with one of ``only``) at paper scale in
-    the smoke mode, one at a time; returns one row per chapter (with the errors of its
-    cells; every cell is run) and writes them to ``out/summary.json``."""
+    """Every chapter (or those ``only`` names, exactly: :func:`lib.booktools.select_chapters`)
+    at paper scale in the smoke mode, one at a time; returns one row per chapter (with the
+    errors of its cells; every cell is run) and writes them to ``out/summary.json``."""
     from pathlib import Path
 
     from . import booktools
 
+    # the report page last, on the claims recorded here; a name that is no chapter is
+    # refused before anything runs
+    chapters = booktools.select_chapters(only)
     out = Path(out).resolve()
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
-    chapters = booktools.chapters()  # the report page last, on the claims recorded here
-    if only:
-        chapters = [m for m in chapters if any(m.stem.startswith(o) for o in only)]
     env = {
         **os.environ,
         "BOOK_SCALE": "paper",
@@ -413,7 +413,7 @@ def main(argv=None):
     ap.add_argument("--build", action="store_true", help="time the book's build instead")
     ap.add_argument("--paper-smoke", metavar="OUT", default=None,
                     help="run every chapter at paper scale in the smoke mode, into OUT")  # fmt: skip
-    ap.add_argument("--only", nargs="*", default=None, help="chapter numbers (paper smoke)")
+    ap.add_argument("--only", default=None, help="chapters by number or stem (paper smoke)")
     ap.add_argument("--scale", default="ci", help="scale of the build benchmark")
     ap.add_argument("--K", type=int, default=16)
     ap.add_argument("--steps", type=int, default=200)
@@ -421,7 +421,13 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args(argv)
     if args.paper_smoke:
-        rows = paper_smoke(args.paper_smoke, args.only)
+        from .book.notebook import BuildError
+
+        try:
+            rows = paper_smoke(args.paper_smoke, args.only)
+        except BuildError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         print(f"\nBOOK_SCALE=paper BOOK_SMOKE=1 on {os.cpu_count()} cores, one chapter at a time:")
         print(smoke_table(rows))
         return 0 if all(r["passed"] for r in rows) else 1

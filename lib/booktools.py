@@ -23,6 +23,8 @@ from .book.notebook import (
     check_chapter,
     convert,
     execute_one,
+    select_chapters,
+    write_error,
 )
 from .book.pool import Job, Pool, PoolResult, run_pool, worker_env
 from .book.stage import BOOK_FILES, stage
@@ -61,10 +63,12 @@ __all__ = [
     "mathjax_dir",
     "notebook_stamp",
     "run_pool",
+    "select_chapters",
     "stage",
     "testcache",
     "timing_table",
     "worker_env",
+    "write_error",
 ]
 
 if __name__ == "__main__":

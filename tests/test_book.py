@@ -7,7 +7,7 @@ import torch
 import yaml
 
 from lib import booktools, experiments
-from lib.env import SCALES, ConfigError, get_device, get_scale, scale_warning
+from lib.env import SCALES, ConfigError, get_device, get_scale
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,10 +37,103 @@ def test_device_override(monkeypatch):
             get_device()
 
 
-def test_paper_scale_on_the_cpu_warns():
-    assert "GPU" in scale_warning("paper", torch.device("cpu"))
-    assert scale_warning("book", torch.device("cpu")) is None
-    assert scale_warning("paper", torch.device("cuda")) is None
+def _no_execute(monkeypatch) -> list:
+    """The command line's execute, recorded instead of run."""
+    calls = []
+    monkeypatch.setattr("lib.book.cli.execute", lambda *a, **kw: calls.append(kw) or {})
+    return calls
+
+
+def test_paper_scale_on_a_cpu_is_refused_naming_the_opt_in_and_the_time(
+    tmp_path, monkeypatch, capsys
+):
+    """It warned, then started chapters whose paper runs take hours to thousands of hours
+    on a CPU. Now one line, before anything starts; BOOK_PAPER_ON_CPU=1 and the smoke mode
+    (make paper-smoke) run it."""
+    calls = _no_execute(monkeypatch)
+    monkeypatch.setenv("BOOK_SCALE", "paper")
+    monkeypatch.setenv("BOOK_DEVICE", "cpu")
+    monkeypatch.delenv("BOOK_SMOKE", raising=False)
+    monkeypatch.delenv("BOOK_PAPER_ON_CPU", raising=False)
+    assert booktools.main(["execute", str(tmp_path), "--only=01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "BOOK_SCALE=paper on a CPU is refused" in err, err
+    assert "BOOK_PAPER_ON_CPU=1" in err and "hours" in err, err
+    assert calls == [], "it started"
+    with pytest.raises(ConfigError, match="BOOK_PAPER_ON_CPU=1"):  # a chapter run by hand
+        experiments.announce(experiments.module_for(CHAPTERS[0].stem))
+    for opt_in in ({"BOOK_PAPER_ON_CPU": "1"}, {"BOOK_SMOKE": "1"}):
+        with monkeypatch.context() as m:
+            for k, v in opt_in.items():
+                m.setenv(k, v)
+            assert booktools.main(["execute", str(tmp_path), "--only=01"]) == 0
+    assert len(calls) == 2
+    monkeypatch.setenv("BOOK_SCALE", "book")
+    assert booktools.main(["execute", str(tmp_path)]) == 0
+    # where make paper-smoke has measured the chapters asked for, its estimate is named
+    from lib.book.cli import SMOKE_SUMMARY, paper_estimate
+
+    (tmp_path / SMOKE_SUMMARY).parent.mkdir(parents=True)
+    (tmp_path / SMOKE_SUMMARY).write_text('[{"chapter": "02_b", "estimate_s": 31320}]')
+    assert paper_estimate(["02_b"], tmp_path) == f"about 8.7 hours for 02_b ({SMOKE_SUMMARY})"
+    assert paper_estimate(["01_a"], tmp_path) is None
+
+
+def test_chapters_are_named_exactly_by_number_or_stem(tmp_path, monkeypatch, capsys):
+    """``CH=0`` executed 8 chapters (a prefix of their stems) while ``CH=1`` was refused;
+    now "2", "02" and the stem name chapter 2, and anything else is refused in one line
+    that lists the chapters (the list comes from the files)."""
+    second = CHAPTERS[1].stem
+    number = second.partition("_")[0]
+    for name in (str(int(number)), number, second, f" {number}, "):
+        assert booktools.select_chapters(name) == [CHAPTERS[1]]
+    assert booktools.select_chapters(["1", second]) == CHAPTERS[:2]
+    assert booktools.select_chapters(None) == CHAPTERS
+    calls = _no_execute(monkeypatch)
+    monkeypatch.setenv("BOOK_SCALE", "ci")
+    assert booktools.main(["execute", str(tmp_path), f"--only={int(number)}"]) == 0
+    assert calls[-1]["only"] == [second]
+    for bad in ("0", "-h", "1x", second[:4], "²", f"{number}x"):
+        assert booktools.main(["execute", str(tmp_path), f"--only={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: no chapter {bad!r}") and err.count("\n") == 1, err
+        assert all(md.stem in err for md in CHAPTERS), err
+    assert len(calls) == 1
+
+
+def test_a_chapter_number_shared_by_two_files_is_refused(tmp_path):
+    (tmp_path / "chapters").mkdir()
+    for stem in ("05_a", "05_b", "06_c"):
+        (tmp_path / "chapters" / f"{stem}.md").write_text("")
+    with pytest.raises(booktools.BuildError, match="'5' is ambiguous: name one of 05_a, 05_b"):
+        booktools.select_chapters("5", tmp_path)
+    assert [m.stem for m in booktools.select_chapters("05_b 6", tmp_path)] == ["05_b", "06_c"]
+
+
+def _make_commands(*args: str, **variables: str) -> list[list[str]]:
+    """The commands ``make -n ARGS`` would run, split as the shell splits them (the
+    recursive make that a recipe runs is run, printing its own)."""
+    import os
+    import shlex
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    cmd = ["make", "-n", "--no-print-directory", "-C", str(ROOT), *args]
+    cmd += [f"{k}={v}" for k, v in variables.items()]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return [shlex.split(line) for line in out.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("target", ["chapter", "paper-smoke"])
+def test_make_passes_the_chapter_name_as_one_value(tmp_path, target):
+    """``make chapter CH=-h`` printed argparse's help, then built the book without executing
+    anything, and exited 0: the Makefile passed ``--only -h``."""
+    (tmp_path / "installed").touch()
+    commands = _make_commands(target, CH="-h", STAMP=str(tmp_path / "installed"),
+                              LOCKFILE=str(tmp_path / "lock"))  # fmt: skip
+    tool = "lib.booktools" if target == "chapter" else "lib.bench"
+    runs = [c for c in commands if tool in c]
+    assert runs and "--only=-h" in runs[0], commands
 
 
 def test_bad_input_is_one_line_without_a_traceback(tmp_path, monkeypatch, capsys):
@@ -246,3 +339,36 @@ def test_one_name_per_concept_no_g_and_no_clash_dodging_names():
         bad = sorted({(t.string, t.start[0]) for t in toks
                       if t.type == tokenize.NAME and t.string in ("g", "Kk", "Vv")})  # fmt: skip
         assert not bad, f"{name}: name these for what they are: {bad[:5]}"
+
+
+def test_an_old_python_is_refused_before_anything_is_installed(tmp_path):
+    """On Python 3.10 the installer resolved 159 packages (gigabytes with CUDA torch) and
+    failed only at the last step. A stand-in for Python 3.10 records every call that
+    would create or fill an environment."""
+    import os
+    import subprocess
+
+    fake = tmp_path / "python3.10"
+    fake.write_text(
+        '#!/bin/sh\ncase "$1" in\n  --version) echo "Python 3.10.12" ;;\n  -c) exit 1 ;;\n'
+        '  *) echo "$@" >> "$(dirname "$0")/calls" ;;\nesac\n'
+    )
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    p = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "venv", f"PYTHON={fake}",
+         f"VENV={tmp_path / 'venv'}"], env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "needs Python 3.11 or newer" in out, out
+    assert "Python 3.10.12" in out and "PYTHON=python3" in out, out
+    assert not (tmp_path / "calls").exists(), (tmp_path / "calls").read_text()
+    assert not (tmp_path / "venv").exists()
+
+
+def test_the_readme_says_which_torch_a_fresh_machine_gets_and_how_to_choose():
+    """A fresh Linux machine got the CUDA build of torch with about 20 nvidia-* packages,
+    and the README did not say so, nor how to get the CPU build."""
+    text = (ROOT / "README.md").read_text()
+    for needed in ("PIP_FIND_LINKS", "nvidia-", "https://download.pytorch.org/whl/cpu"):
+        assert needed in text, f"the README does not mention {needed}"

@@ -17,72 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
+from toybook import HEADER, PROJECT, cli, make_toy
 
 from lib import booktools
-
-PROJECT = Path(__file__).resolve().parent.parent
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
-CHAPTER_A = """
-# A
-
-```{code-cell} ipython3
-import os
-from lib.a import VALUE
-print("value", VALUE, "scale", os.environ["BOOK_SCALE"])
-```
-"""
-CHAPTER_B = """
-# B
-
-```{code-cell} ipython3
-import os, pathlib, time
-from lib import b
-if "TOY_MARK" in os.environ:  # tells the test that this kernel is running
-    pathlib.Path(os.environ["TOY_MARK"]).write_text(str(os.getpid()))
-time.sleep(float(os.environ.get("TOY_SLEEP", "0")))
-print("word", b.WORD)
-```
-"""
 
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
-    (tmp_path / "chapters").mkdir()
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "_config.yml").write_text(
-        'title: Toy\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: "off"\n'
-    )
-    (tmp_path / "_toc.yml").write_text(
-        "format: jb-book\nroot: index\nchapters:\n  - file: chapters/01_a\n  - file: chapters/02_b\n"
-    )
-    (tmp_path / "index.md").write_text("# Toy\n\nA toy book.\n")
-    (tmp_path / "lib" / "__init__.py").write_text("")
-    (tmp_path / "lib" / "a.py").write_text("VALUE = 1\n")
-    (tmp_path / "lib" / "b.py").write_text('WORD = "first"\n')
-    (tmp_path / "chapters" / "01_a.md").write_text(HEADER + CHAPTER_A)
-    (tmp_path / "chapters" / "02_b.md").write_text(HEADER + CHAPTER_B)
-    return tmp_path
-
-
-def _cli(toy: Path, *args: str, env=None, **kw) -> subprocess.Popen:
-    full = {**os.environ, "BOOK_SCALE": "ci", "BOOK_DEVICE": "cpu", **(env or {})}
-    cmd = [sys.executable, "-m", "lib.booktools", *args]
-    return subprocess.Popen(cmd, cwd=PROJECT, env=full, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, **kw)  # fmt: skip
+    return make_toy(tmp_path)
 
 
 def _run(toy: Path, *args: str, env=None) -> str:
-    p = _cli(toy, *args, env=env)
+    p = cli(toy, *args, env=env)
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0, out
     return out
@@ -182,16 +128,18 @@ def _alive(pid: int) -> bool:
 
 def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(toy):
     mark = toy / "b_is_running"
-    p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
+    p = cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
              env={"TOY_SLEEP": "60", "TOY_MARK": str(mark)})  # fmt: skip
     _wait_for([toy / "build" / "executed" / "01_a.ipynb", mark])  # B sleeps in its kernel
     t0 = time.time()
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 130 and time.time() - t0 < 20, out
-    assert "interrupted" in out
+    assert "interrupted 02_b after" in out and "FAILED" not in out, out  # not a failure
     assert not (toy / "build" / "executed" / "02_b.ipynb").exists()
-    assert not list((toy / "build" / "executed").glob(".*.tmp"))
+    assert not (toy / "build" / "executed" / "02_b.log").exists()  # nothing failed
+    left = [f.name for f in (toy / "build" / "executed").glob(".*") if f.name != ".lock"]
+    assert not left, left  # no temporary file or staging folder
     time.sleep(0.5)
     assert not _alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
     assert _executed(toy) == ["02_b"]
@@ -199,7 +147,7 @@ def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(t
 
 def test_two_concurrent_runs_both_finish_and_agree(toy):
     ps = [
-        _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy)) for _ in range(2)
+        cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy)) for _ in range(2)
     ]
     outs = [p.communicate(timeout=300)[0] for p in ps]
     assert all(p.returncode == 0 for p in ps), outs
@@ -218,7 +166,7 @@ def test_stage_refuses_a_notebook_without_outputs_and_names_it(toy, tmp_path):
 
 def test_a_failing_chapter_is_named_in_one_line(toy):
     (toy / "chapters" / "02_b.md").write_text(HEADER + "\n```{code-cell} ipython3\n1 / 0\n```\n")
-    p = _cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy))
+    p = cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy))
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 2
     assert "error: 1 chapter(s) failed" in out and "02_b: ZeroDivisionError" in out
@@ -264,7 +212,7 @@ def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path, workers):
     assert time.time() - t0 < 20, out
     assert p.returncode == 2 and ("Interrupted" in out or "KeyboardInterrupt" in out), out
     assert not (tmp_path / f"{names[-1]}.pid").exists(), out  # the last one never started
-    assert "done" not in out, out
+    assert not any(f"done {n}" in out for n in names), out  # no chapter ran to its end
     time.sleep(0.5)
     alive = [f.name for f in started if _alive(int(f.read_text()))]
     assert not alive, f"kernels of {alive} outlived the interrupt"
@@ -389,3 +337,99 @@ def test_kernels_listen_on_unix_sockets_of_their_own(tmp_path):
     p = _pytest(tmp_path, "-n", "2", "nb_x.ipynb", "nb_y.ipynb")
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 0, out
+
+
+LOCK = [sys.executable, str(PROJECT / "lib" / "book" / "lock.py")]  # the Makefile's LOCK
+
+
+def _wait_for_text(path: Path, timeout: float = 30) -> str:
+    deadline = time.time() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        assert time.time() < deadline, f"{path} stayed empty for {timeout} s"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def test_a_run_waiting_for_the_lock_says_so_once_naming_the_holders_command(tmp_path):
+    """A second ``make chapter`` waited 13 s on the lock with no message."""
+    lock = tmp_path / ".book.lock"
+    (tmp_path / "Makefile").write_text(
+        f"hold:\n\t{' '.join(LOCK)} {lock} {sys.executable} -c 'import time; time.sleep(1)'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    holder = subprocess.Popen(["make", "-s", "-C", str(tmp_path), "hold"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    pid = _wait_for_text(lock).split()[0]
+    waiter = subprocess.run([*LOCK, str(lock), "echo", "ran"], capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert holder.wait(timeout=30) == 0  # the waiter ran once the holder had finished
+    assert waiter.returncode == 0 and waiter.stdout == "ran\n"
+    assert waiter.stderr == f"waiting for {lock}, held by pid {pid}: make -s -C {tmp_path} hold\n"
+
+
+def test_on_ctrl_c_the_lock_returns_only_after_its_command_has_ended(tmp_path):
+    """``flock`` died of the SIGINT at once: make returned 3 ms after Ctrl-C, and the
+    command's last lines came seconds later, after the prompt."""
+    code = (
+        "import os, signal, sys, time\n"
+        "def stop(*a):\n"
+        "    time.sleep(0.5)\n"
+        "    print('stopped', flush=True)\n"
+        "    sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen([*LOCK, str(tmp_path / "lock"), sys.executable, "-c", code],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    child = int(p.stdout.readline())
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+    p.wait(timeout=30)
+    assert not _alive(child), "the lock returned while its command was still running"
+    assert p.stdout.read() == "stopped\n" and p.returncode == 130
+
+
+def test_a_write_that_fails_leaves_no_temporary_file_and_is_named_in_one_line(
+    tmp_path, monkeypatch
+):
+    """A full disk left a truncated ``.01_signatures.ipynb.*.tmp`` and a chained traceback."""
+    import errno
+
+    from lib.book import notebook
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(notebook.os, "replace", full)
+    with pytest.raises(OSError) as err:
+        notebook.atomic_write(tmp_path / "out" / "01_a.ipynb", "{}")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert booktools.write_error(err.value) == (
+        f"cannot write {tmp_path / 'out' / '01_a.ipynb'}: the disk is full "
+        "(No space left on device)"
+    )
+
+
+def test_a_chapters_claims_and_notebook_are_published_together_or_not_at_all(tmp_path):
+    from lib.book import outputs
+
+    out = tmp_path / "executed"
+    claims, nb, log = out / "claims", out / "01_a.ipynb", out / "01_a.log"
+    claims.mkdir(parents=True)
+    (claims / "01_a.json").write_text("old claims")
+    (claims / "02_b.json").write_text("B's claims")
+    log.write_text("the last run's traceback")
+    nb.mkdir()  # a folder where the notebook goes: its rename fails after the claims'
+    folder = outputs.staging(out, "01_a", claims)
+    assert (folder / "claims" / "02_b.json").read_text() == "B's claims"  # the report reads all
+    (folder / "claims" / "01_a.json").write_text("new claims")
+    (folder / "01_a.ipynb").write_text("new notebook")
+    with pytest.raises(OSError) as err:
+        outputs.publish(folder, nb, claims, log)
+    assert err.value.filename == str(nb)
+    assert (claims / "01_a.json").read_text() == "old claims" and log.exists()  # undone
+    nb.rmdir()
+    outputs.publish(folder, nb, claims, log)
+    assert (claims / "01_a.json").read_text() == "new claims" and nb.read_text() == "new notebook"
+    assert not log.exists()  # the old failure log goes with the new outputs
+    assert outputs.remove_leftovers(out) == [folder] and not folder.exists()

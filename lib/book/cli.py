@@ -3,18 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from .execute import execute
-from .notebook import ROOT, BuildError, convert
+from .notebook import ROOT, BuildError, convert, select_chapters, write_error
 from .stage import stage
 from .testcache import restore, store
 from .timing import timing_table
 
+SMOKE_SUMMARY = Path("build") / "paper-smoke" / "summary.json"  # make paper-smoke's
+
+
+def paper_estimate(stems: list[str], root: Path = ROOT) -> str | None:
+    """What ``make paper-smoke`` measured on this machine for these chapters' full paper
+    runs, if it measured them all."""
+    try:
+        rows = json.loads((root / SMOKE_SUMMARY).read_text())
+        seconds = {r["chapter"]: float(r["estimate_s"]) for r in rows}
+        hours = sum(seconds[s] for s in stems) / 3600
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return f"about {hours:,.1f} hours for {', '.join(stems)} ({SMOKE_SUMMARY})"
+
 
 def main(argv: list[str] | None = None) -> int:
-    from ..env import ConfigError, get_device, get_scale, scale_warning
+    from ..env import ConfigError, check_scale, get_device, get_scale
 
     ap = argparse.ArgumentParser(
         prog="python -m lib.booktools", description=sys.modules[__package__].__doc__.split("\n")[0]
@@ -22,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("execute", help="execute the stale chapters")
     ex.add_argument("out", type=Path)
-    ex.add_argument("--only", nargs="*", default=None, help="chapter numbers or stems")
+    ex.add_argument("--only", default=None,
+                    help="chapters, by number or stem, separated by spaces or commas")  # fmt: skip
     ex.add_argument("--workers", type=int, default=None)
     ex.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
     cv = sub.add_parser("convert", help="write every chapter as .ipynb")
@@ -56,13 +72,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError("test-cache store needs --junit, the JUnit file of nbmake")
             store(args.notebooks, args.cache, args.junit)
         elif args.cmd == "execute":
+            selected = select_chapters(args.only, args.root)
             scale, device = get_scale(), get_device()
-            warning = scale_warning(scale, device)
-            if warning:
-                print(warning, file=sys.stderr)
-            device = str(device)
+            stems = [md.stem for md in selected] if args.only else []
+            check_scale(scale, device, estimate=paper_estimate(stems, args.root) if stems else None)
             status = execute(
-                args.out, scale, device, args.root, only=args.only or None, workers=args.workers
+                args.out, scale, str(device), args.root, only=stems or None, workers=args.workers
             )
             fresh = sum(v == "up to date" for v in status.values())
             print(f"{len(status)} chapter(s) ready in {args.out} ({fresh} up to date)")
@@ -75,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     except (ConfigError, BuildError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk, a folder that cannot be written
+        print(f"error: {write_error(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

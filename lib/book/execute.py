@@ -8,7 +8,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from .notebook import ROOT, BuildError, atomic_write, chapters
+from . import outputs
+from .notebook import ROOT, BuildError, atomic_write, select_chapters, write_error
 from .pool import Job, Pool, run_pool, worker_env
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
 
@@ -39,35 +40,31 @@ def execute(
 ) -> dict[str, str]:
     """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
 
-    ``only``: chapter stems or prefixes (``"07"``) to consider; the others are left as
-    they are. ``workers``: chapters at a time (default: one per core); ``threads``: torch
-    threads per worker (``None``: torch's default, every core). Chapters record their
+    ``only``: the chapters to consider, by stem or number (``"07"``, ``"7"``; exactly,
+    :func:`lib.book.notebook.select_chapters`); the others are left as they are.
+    ``workers``: chapters at a time (default: one per core); ``threads``: torch threads
+    per worker (``None``: torch's default, every core). Chapters record their
     claims in ``out_dir/claims``; a report page (stem ``99_...``) runs after the others,
     and its stamp includes those claims. Raises :class:`BuildError` naming every chapter
-    whose execution failed.
+    whose execution failed. A chapter's notebook, claims and failure log are published
+    together or not at all (:mod:`lib.book.outputs`); a folder that cannot be written is
+    named before any chapter runs.
     """
     from filelock import FileLock
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    selected = select_chapters(only, root)
+    outputs.check_writable(out_dir)
     claims = out_dir.resolve() / "claims"  # absolute: the kernels run in the book's root
     with FileLock(str(out_dir / ".lock")):
+        outputs.remove_leftovers(out_dir)
         env_fp = environment_fingerprint()
-        selected = [
-            md
-            for md in chapters(root)
-            if not only or any(md.stem == o or md.stem.startswith(o) for o in only)
-        ]
-        if only and not selected:
-            raise BuildError(
-                f"no chapter matches {only}; chapters are {[m.stem for m in chapters(root)]}"
-            )
         durations = {}
         if _durations_path(out_dir).exists():
             durations = json.loads(_durations_path(out_dir).read_text())
         status: dict[str, str] = {}
         failed: dict[str, str] = {}
         env = dict(worker_env(root, scale, device, threads), BOOK_CLAIMS_DIR=str(claims))
-        pool = Pool(env, root, log_dir=out_dir, workers=workers, log=log)
+        pool = Pool(env, root, log_dir=out_dir, workers=workers, log=log, claims=claims)
         for group in (
             [m for m in selected if not m.stem.startswith(REPORT_PREFIX)],
             [m for m in selected if m.stem.startswith(REPORT_PREFIX)],
@@ -92,7 +89,10 @@ def execute(
             failed.update(done.failed)
             if failed:
                 break
-        atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
+        try:
+            atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
+        except OSError as err:  # only the order of the next run depends on it
+            log(f"warning: {write_error(err, _durations_path(out_dir))}")
         if failed:
             lines = "\n".join(f"  {k}: {v}" for k, v in sorted(failed.items()))
             raise BuildError(

@@ -7,6 +7,8 @@ process of :mod:`lib.book.pool` loads this file alone and calls :func:`run_child
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import tempfile
@@ -48,6 +50,46 @@ def chapters(root: Path = ROOT) -> list[Path]:
     return found
 
 
+def select_chapters(names: str | list[str] | None, root: Path = ROOT) -> list[Path]:
+    """The chapters that ``names`` name exactly, in book order (``None`` or empty: all).
+
+    ``names`` is a list, or one string of names separated by spaces or commas (``CH`` of
+    the Makefile). A chapter is named by its file's stem (``02_context_staircase``) or by
+    its number, with or without the leading zero (``02``, ``2``). Anything else (``0``,
+    ``1x``, ``-h``, a prefix of two chapters) is refused with one line that lists the
+    chapters: never a guess.
+    """
+    found = chapters(root)
+    if isinstance(names, str):
+        names = names.replace(",", " ").split()
+    if not names:
+        return found
+    by_name: dict[str, list[Path]] = {}
+    for md in found:
+        by_name[md.stem] = [md]
+        number = md.stem.partition("_")[0]
+        if number.isascii() and number.isdigit():
+            by_name.setdefault(str(int(number)), []).append(md)
+    wanted = []
+    for name in names:
+        key = str(int(name)) if name.isascii() and name.isdigit() else name
+        if len(by_name.get(key, ())) > 1:
+            raise BuildError(
+                f"chapter {name!r} is ambiguous: name one of "
+                f"{', '.join(md.stem for md in by_name[key])} by its stem"
+            )
+        if key not in by_name:
+            stem = found[min(1, len(found) - 1)].stem
+            number = stem.partition("_")[0]
+            forms = f"{int(number)}, {number} or {stem}" if number.isdigit() else stem
+            raise BuildError(
+                f"no chapter {name!r}: name one by its number or its file's stem (e.g. "
+                f"{forms}); the chapters are {', '.join(md.stem for md in found)}"
+            )
+        wanted += by_name[key]
+    return [md for md in found if md in wanted]
+
+
 def convert(out_dir: Path, root: Path = ROOT) -> list[Path]:
     """Write every chapter as an .ipynb into ``out_dir`` (for nbmake and ruff)."""
     import jupytext
@@ -62,12 +104,38 @@ def convert(out_dir: Path, root: Path = ROOT) -> list[Path]:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it, renamed into place:
+    ``path`` is either the old file or the whole new one. The temporary file is removed
+    on every exit path (a full disk, an interrupt)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+_CAUSES = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "not permitted (an immutable file or folder?)",
+    errno.EFBIG: "the file is larger than this process may write",
+}
+
+
+def write_error(err: OSError, path: Path | str | None = None) -> str:
+    """One line for a write that failed: the path, and the cause in words."""
+    where = path if path is not None else (err.filename or "a file")
+    cause = _CAUSES.get(err.errno, err.strerror or type(err).__name__)
+    detail = f" ({err.strerror})" if err.strerror and cause != err.strerror else ""
+    return f"cannot write {where}: {cause}{detail}"
 
 
 def kernels_over_ipc() -> None:
@@ -88,8 +156,16 @@ def kernels_over_ipc() -> None:
         cls._ip_default = own_path  # traitlets looks a default up in the class itself first
 
 
-def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
-    """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``."""
+class WriteFailed(RuntimeError):
+    """The chapter ran, but its notebook could not be written (the message says why)."""
+
+
+def execute_one(
+    md: Path, out: Path, stamp: str, root: Path = ROOT, published: Path | None = None
+) -> None:
+    """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``.
+
+    ``published``: where ``out`` will be published, named when the write fails."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -100,10 +176,16 @@ def execute_one(md: Path, out: Path, stamp: str, root: Path = ROOT) -> None:
         nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(root)}}
     )
     client.execute()
-    atomic_write(out, nbformat.writes(nb))
+    try:
+        atomic_write(out, nbformat.writes(nb))
+    except OSError as err:
+        raise WriteFailed(write_error(err, published or out)) from None
 
 
-def run_child(md: str, out: str, stamp: str, root: str) -> int:
+WRITE_FAILED = 3  # a worker's exit status when its chapter ran but could not be written
+
+
+def run_child(md: str, out: str, stamp: str, root: str, published: str | None = None) -> int:
     """One worker: execute one chapter; SIGTERM shuts the kernel down before exiting."""
 
     def stop(signum, frame):
@@ -111,10 +193,13 @@ def run_child(md: str, out: str, stamp: str, root: str) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        execute_one(Path(md), Path(out), stamp, Path(root))
+        execute_one(Path(md), Path(out), stamp, Path(root), published and Path(published))
     except KeyboardInterrupt:
         print(f"{Path(md).stem}: interrupted")
         return 130
+    except WriteFailed as err:
+        print(err)
+        return WRITE_FAILED
     except Exception as err:  # the cell's error, with its traceback, names the cause
         text = str(err)
         print(text)

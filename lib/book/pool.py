@@ -1,26 +1,32 @@
 """The pool of worker processes that execute chapters, and what stops them.
 
 Each chapter runs in its own process and session (:func:`lib.book.notebook.run_child`, its
-kernel a child of that), ``workers`` at a time. Ctrl-C in the parent sends SIGTERM to every
-running worker's session; a worker turns SIGTERM into KeyboardInterrupt, which shuts its
-kernel down before it exits, so no kernel outlives the interrupt.
+kernel a child of that), ``workers`` at a time, writing into a staging folder of its own;
+a chapter that ran to the end is published from there (:mod:`lib.book.outputs`). Ctrl-C
+in the parent sends SIGTERM to every running worker's session; a worker turns SIGTERM
+into KeyboardInterrupt, which shuts its kernel down before it exits, so no kernel
+outlives the interrupt, and the parent returns only once every worker has ended. An
+interrupted chapter is reported as such, not as a failure, and leaves no failure log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import notebook
-from .notebook import ROOT, atomic_write
+from . import notebook, outputs
+from .notebook import ROOT, WRITE_FAILED, atomic_write, write_error
 
 
 def worker_env(root: Path, scale: str, device: str, threads: int | None = 1) -> dict[str, str]:
@@ -56,13 +62,15 @@ class Job:
 @dataclass(frozen=True)
 class Pool:
     """How to run jobs: the worker environment, the book's folder (the kernels' cwd), the
-    folder for failure logs, and how many workers at a time (default: one per core)."""
+    folder for failure logs and staging, how many workers at a time (default: one per
+    core), and the published claims folder (a worker's ``BOOK_CLAIMS_DIR`` is its own copy)."""
 
     env: dict[str, str]
     root: Path
     log_dir: Path
     workers: int | None = None
     log: Callable[[str], object] = print
+    claims: Path | None = None
 
 
 @dataclass
@@ -87,41 +95,80 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
     n = max(1, min(pool.workers or os.cpu_count() or 1, len(jobs)))
     pool.log(f"executing {len(jobs)} chapter(s){' ' + what if what else ''}, {n} at a time")
     procs: dict[str, subprocess.Popen] = {}
+    interrupted = threading.Event()
+    starting = threading.Lock()  # a worker is either started before the interrupt, or never
 
     def run(job: Job) -> None:
         stem = job.md.stem
         t0 = time.perf_counter()
-        cmd = [sys.executable, "-c", _CHILD, notebook.__file__, str(job.md), str(job.out),
-               job.stamp, str(pool.root)]  # fmt: skip
-        # The worker runs lib/book/notebook.py alone, without importing its package (which
-        # imports torch: seconds per chapter); the kernel runs in ``root`` with ``root``
-        # first on its path, so a chapter imports root's lib.
-        p = subprocess.Popen(
-            cmd, env=pool.env, cwd=ROOT, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        procs[stem] = p
-        text, _ = p.communicate()
-        dt = time.perf_counter() - t0
-        if p.returncode != 0:
+        log_file = pool.log_dir / f"{stem}.log"
+        try:
+            folder = outputs.staging(pool.log_dir, stem, pool.claims)
+        except OSError as err:
+            result.failed[stem] = write_error(err)
+            pool.log(f"  FAILED {stem}: {result.failed[stem]}")
+            return
+        try:
+            env = pool.env
+            if pool.claims is not None:
+                env = dict(env, BOOK_CLAIMS_DIR=str(folder / "claims"))
+            cmd = [sys.executable, "-c", _CHILD, notebook.__file__, str(job.md),
+                   str(folder / job.out.name), job.stamp, str(pool.root), str(job.out)]  # fmt: skip
+            # The worker runs lib/book/notebook.py alone, without importing its package
+            # (which imports torch: seconds per chapter); the kernel runs in ``root`` with
+            # ``root`` first on its path, so a chapter imports root's lib.
+            with starting:
+                if interrupted.is_set():
+                    return
+                p = subprocess.Popen(
+                    cmd, env=env, cwd=ROOT, start_new_session=True,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                )  # fmt: skip
+                procs[stem] = p
+            text, _ = p.communicate()
+            dt = time.perf_counter() - t0
+            if interrupted.is_set() or p.returncode in (130, -signal.SIGTERM, -signal.SIGINT):
+                pool.log(f"  interrupted {stem} after {dt:.0f} s")
+                return
             text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the kernel's colours
-            log_file = pool.log_dir / f"{stem}.log"
-            atomic_write(log_file, text)
             last = text.strip().splitlines()[-1] if text.strip() else f"exit {p.returncode}"
-            result.failed[stem] = f"{last} (traceback in {log_file})"
-            pool.log(f"  FAILED {stem} after {dt:.0f} s")
-        else:
-            result.seconds[stem] = dt
-            pool.log(f"  {stem}: {dt:.0f} s")
+            if p.returncode == WRITE_FAILED:  # it ran, but its notebook could not be written
+                result.failed[stem] = last
+            elif p.returncode != 0:
+                try:
+                    atomic_write(log_file, text)
+                    result.failed[stem] = f"{last} (traceback in {log_file})"
+                except OSError as err:
+                    result.failed[stem] = f"{last} (no traceback: {write_error(err, log_file)})"
+            else:
+                try:
+                    outputs.publish(folder, job.out, pool.claims, log_file)
+                except OSError as err:
+                    result.failed[stem] = write_error(err)
+            if stem in result.failed:
+                pool.log(f"  FAILED {stem} after {dt:.0f} s")
+            else:
+                result.seconds[stem] = dt
+                pool.log(f"  {stem}: {dt:.0f} s")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     executor = ThreadPoolExecutor(n)
     try:
         list(executor.map(run, jobs))
     except KeyboardInterrupt:
-        for p in procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        executor.shutdown(wait=True, cancel_futures=True)
+        with starting:
+            interrupted.set()
+            for p in procs.values():
+                if p.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGTERM)
+        while True:  # a second Ctrl-C does not leave a worker behind
+            try:
+                executor.shutdown(wait=True, cancel_futures=True)
+                break
+            except KeyboardInterrupt:
+                continue
         raise
     executor.shutdown()
     return result

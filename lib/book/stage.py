@@ -19,6 +19,13 @@ BOOK_FILES = (
     "_ext/static/book.css",
 )
 MD_FOLDER = "md"  # the chapters' Markdown sources, served for download (_ext/book_ext.py)
+NOT_EXECUTED = "_not_executed.txt"  # the pages whose warnings _ext/book_ext.py does not show
+
+
+def _write_if_changed(dst: Path, text: str) -> None:
+    if not dst.exists() or dst.read_text() != text:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(text)
 
 
 def _copy_if_changed(src: Path, dst: Path) -> bool:
@@ -40,7 +47,9 @@ def stage(
 
     Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
     notebooks were executed again. With ``partial`` (``make chapter``), a chapter never
-    executed is staged as its source, a page without outputs, and said so. When a
+    executed is staged as its source, a page without outputs, and said so in one line;
+    Sphinx then shows no warning about those pages (they are listed in
+    ``_not_executed.txt``, read by ``_ext/book_ext.py``), only those of the others. When a
     book-wide file changed (the config, the toc, the Sphinx extension), Sphinx's saved
     environment ``doctrees`` is removed, so that every page is read again.
     """
@@ -56,12 +65,12 @@ def stage(
         shutil.rmtree(doctrees)
     shutil.rmtree(out / "_static" / "mathjax", ignore_errors=True)  # an earlier layout
     stage_mathjax(out / "_extra" / "mathjax")
-    wanted = set()
+    wanted, not_executed = set(), []
     for md in chapters(root):
         _copy_if_changed(md, out / "_extra" / MD_FOLDER / "chapters" / md.name)
         nb = executed / f"{md.stem}.ipynb"
         if not nb.exists() and partial:
-            print(f"{md.stem} is not executed yet: its page shows the code without outputs")
+            not_executed.append(md.stem)
             nb = md
         elif not nb.exists():
             raise BuildError(f"{nb} does not exist: execute chapter {md.stem} first")
@@ -78,4 +87,12 @@ def stage(
     for old in (out / "chapters").glob("*"):
         if old.name not in wanted:
             old.unlink()
+    if not_executed:
+        print(f"not executed yet, so their pages show the code without outputs (and no "
+              f"warnings): {', '.join(not_executed)}")  # fmt: skip
+    listed = "".join(f"chapters/{stem}\n" for stem in not_executed)
+    if listed:
+        _write_if_changed(out / NOT_EXECUTED, listed)
+    else:
+        (out / NOT_EXECUTED).unlink(missing_ok=True)
     return out

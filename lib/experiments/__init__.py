@@ -37,7 +37,7 @@ from typing import Any, Literal, Union
 
 import torch
 
-from ..env import SCALES, ConfigError, get_device, get_scale
+from ..env import SCALES, ConfigError, check_scale, get_device, get_scale
 
 __all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
 
@@ -170,6 +170,7 @@ def announce(module: ModuleType, cpu_threads: int | None = None):
     """
     cfg = config(module)
     dev = get_device()
+    check_scale(cfg.scale, dev)  # paper scale on a CPU: refused unless asked for
     torch.manual_seed(0)
     if cpu_threads is not None and dev.type == "cpu":
         torch.set_num_threads(int(cpu_threads))

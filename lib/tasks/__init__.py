@@ -24,8 +24,9 @@ Modules: ``base`` (:class:`TaskData`, :class:`Task`, shared helpers, :func:`with
 ``composite`` (T1/T2 composite addition), ``gated`` (T3 gated addition, its naive version
 and its order-0 control), ``modular`` (modular addition and its order-0 twins),
 ``synonyms`` (synonym groups), ``scan_snap`` (Scan-and-Snap), ``parity`` (gated parity
-bits), ``competing`` (competing orders) and ``agreement`` (subject-verb agreement). Every
-public name is re-exported here: ``from lib import tasks; tasks.gated_addition(...)``.
+bits), ``selective`` (selective parity bits, which attention must learn to read),
+``competing`` (competing orders) and ``agreement`` (subject-verb agreement). Every public
+name is re-exported here: ``from lib import tasks; tasks.gated_addition(...)``.
 """
 
 from .agreement import Agreement, AgreementBatch, agreement_batch
@@ -51,6 +52,7 @@ from .scan_snap import (
     scan_snap_probs,
     scan_snap_uniform_distinct_mass,
 )
+from .selective import SelectiveBits, selective_parity_bits
 from .synonyms import SynonymGroups, synonym_groups
 
 __all__ = [
@@ -72,6 +74,8 @@ __all__ = [
     "scan_snap_uniform_distinct_mass",
     "ParityBits",
     "gated_parity_bits",
+    "selective_parity_bits",
+    "SelectiveBits",
     "CompetingOrders",
     "competing_orders",
     "Agreement",

@@ -1,0 +1,84 @@
+"""A toy two-chapter book, built by the tests of the build pipeline in a temporary folder
+(tests/test_build.py, tests/test_faults.py): the book's own build, on chapters of a second."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+CHAPTER_A = """
+# A
+
+```{code-cell} ipython3
+import os
+from lib.a import VALUE
+print("value", VALUE, "scale", os.environ["BOOK_SCALE"])
+```
+"""
+CHAPTER_B = """
+# B
+
+```{code-cell} ipython3
+import os, pathlib, time
+from lib import b
+if "TOY_MARK" in os.environ:  # tells the test that this kernel is running
+    pathlib.Path(os.environ["TOY_MARK"]).write_text(str(os.getpid()))
+time.sleep(float(os.environ.get("TOY_SLEEP", "0")))
+print("word", b.WORD)
+```
+"""
+
+
+def make_toy(folder: Path) -> Path:
+    """Write the toy book into ``folder``; return it."""
+    (folder / "chapters").mkdir(parents=True)
+    (folder / "lib").mkdir()
+    (folder / "_config.yml").write_text(
+        'title: Toy\nonly_build_toc_files: true\nexecute:\n  execute_notebooks: "off"\n'
+    )
+    (folder / "_toc.yml").write_text(
+        "format: jb-book\nroot: index\nchapters:\n  - file: chapters/01_a\n  - file: chapters/02_b\n"
+    )
+    (folder / "index.md").write_text("# Toy\n\nA toy book.\n")
+    (folder / "lib" / "__init__.py").write_text("")
+    (folder / "lib" / "a.py").write_text("VALUE = 1\n")
+    (folder / "lib" / "b.py").write_text('WORD = "first"\n')
+    (folder / "chapters" / "01_a.md").write_text(HEADER + CHAPTER_A)
+    (folder / "chapters" / "02_b.md").write_text(HEADER + CHAPTER_B)
+    return folder
+
+
+def cli(toy: Path, *args: str, env=None, **kw) -> subprocess.Popen:
+    """``python -m lib.booktools ARGS`` in its own session, at ci scale on the CPU."""
+    full = {**os.environ, "BOOK_SCALE": "ci", "BOOK_DEVICE": "cpu", **(env or {})}
+    cmd = [sys.executable, "-m", "lib.booktools", *args]
+    return subprocess.Popen(cmd, cwd=PROJECT, env=full, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, **kw)  # fmt: skip
+
+
+def make(toy: Path, *args: str, env=None) -> subprocess.Popen:
+    """The project's Makefile on the toy book, in its own session: its outputs, lock and
+    build in the toy's folder, the project's environment (``STAMP``: already installed)."""
+    (toy / ".installed").touch()
+    full = {**os.environ, "BOOK_SCALE": "ci", "BOOK_DEVICE": "cpu", **(env or {})}
+    full.pop("MAKEFLAGS", None)  # not the jobs of a make that runs these tests
+    full.pop("MFLAGS", None)
+    folders = [f"BOOK_ROOT={toy}", f"EXECUTED={toy}/build/executed", f"STAGED={toy}/build/book",
+               f"LOCKFILE={toy}/.book.lock", f"STAMP={toy}/.installed", f"SMOKE={toy}/smoke"]  # fmt: skip
+    cmd = ["make", "--no-print-directory", "-C", str(PROJECT), *folders, *args]
+    return subprocess.Popen(cmd, env=full, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
