@@ -298,6 +298,25 @@ def test_every_figure_has_a_caption_and_is_referenced(md):
         assert fig["name"] in text, f"{md.name}: figure {fig['name']} is never referenced"
 
 
+@pytest.mark.parametrize("md", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.stem)
+def test_every_glued_figure_is_pasted_with_a_caption_and_a_name(md):
+    """A figure glued to be shown elsewhere (lib.page.glue_figure: a chapter's key figure) is
+    pasted once with ``{glue:figure}``, a ``:name:`` and a caption."""
+    import re
+
+    nb = booktools.check_chapter(md)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for cell in nb.cells:
+        for key in re.findall(
+            r'glue_figure\(\s*"(\w+)"', cell.source if cell.cell_type == "code" else ""
+        ):
+            paste = re.search(
+                r"```\{glue:figure\} " + key + r"\n:name: ([\w-]+)\n\n(.+?)```", text, re.S
+            )
+            assert paste, f"{md.name}: glued figure {key} is never pasted with a :name: and caption"
+            assert paste.group(2).strip(), f"{md.name}: glued figure {key} has no caption"
+
+
 def test_the_library_docstring_names_every_module():
     import pkgutil
 
