@@ -1,5 +1,5 @@
 """lib/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
-Chapter 7's runs and readings (lib.experiments.qkov_*) do what they say."""
+the runs and readings of Chapters 7 and 8 (lib.experiments.qkov_*) do what they say."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, metrics, qkov, reduced, tasks
+from lib import engine, metrics, page, qkov, reduced, tasks
+from lib.experiments import ch07_rescaling_and_reduced_dynamics as ch07
+from lib.experiments import ch08_sharper_attention as ch08
+from lib.experiments import config
 from lib.experiments import qkov_official as official
 from lib.experiments import qkov_readings as readings
 from lib.experiments import qkov_training as training
@@ -244,7 +247,7 @@ def test_streams_and_snapshots_land_on_the_requested_device():
 
 
 # ---------------------------------------------------------------------------
-# Chapter 7's runs and what it reads from them
+# The runs of Chapters 7 and 8 and what they read from them
 # ---------------------------------------------------------------------------
 
 
@@ -323,13 +326,22 @@ def test_fig2_rows_read_each_panel_twice_and_name_the_panels_that_never_stopped(
     assert rows[2]["status"] == "not comparable" and rows[2]["official mode"] == "no output"
 
 
-def test_shk_table_rows_give_the_mean_and_range_per_multiplier():
+def test_shk_table_gives_the_mean_and_range_per_multiplier():
     at = {k: np.array([1.0, 3.0, 10.0, 20.0]) for k in ("H", "Hn", "prev", "final loss")}
     at["step"] = np.array([100.0, 300.0, 50.0, 70.0])
-    rows = readings.shk_table_rows(at, [1, 1, 10, 10], (1.0, 10.0))
-    assert len(rows) == 4 and rows[1].startswith("|---")
-    assert rows[2] == (
-        "| 1 | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] | 2.000 [1.000, 3.000] "
-        "| 200 [100, 300] | 2.000 [1.000, 3.000] |"
+    rows = readings.shk_table(at, [1, 1, 10, 10], (1.0, 10.0))
+    assert [r["QK multiplier"] for r in rows] == [1.0, 10.0]
+    assert rows[0]["entropy (nats)"] == (2.0, 1.0, 3.0)
+    assert rows[0]["step at matched loss"] == (200.0, 100.0, 300.0)
+    assert rows[1]["final val. loss"] == (15.0, 10.0, 20.0)
+    assert page.table_markdown(rows).splitlines()[2] == (
+        "| 1 | 2 [1, 3] | 2 [1, 3] | 2 [1, 3] | 200 [100, 300] | 2 [1, 3] |"
     )
-    assert rows[3].startswith("| 10 | 15.000 [10.000, 20.000] |")
+
+
+def test_the_two_chapters_train_the_same_scan_and_snap_runs():
+    """Chapters 7 and 8 both train the equal-rate runs: their shared settings agree."""
+    for scale in ("ci", "book", "paper"):
+        c7, c8 = config(ch07, scale), config(ch08, scale)
+        for name in ch07.SHARED_WITH_CH08:
+            assert getattr(c7, name) == getattr(c8, name), (scale, name)

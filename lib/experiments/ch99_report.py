@@ -50,8 +50,8 @@ def _fig2() -> str:
 
 
 def _fig4() -> str:
-    rows = official.FIG4_AT_STOP
-    return "at loss 1e-4: " + "; ".join(
+    rows = official.FIG4_END
+    return f"at loss {official.FIG4_TARGET_LOSS:g}: " + "; ".join(
         f"r = {r:g}: α {v['alpha']:.3g}, μ_OV {v['mu_ov']:.3g}, μ_QK {v['mu_qk']:.3g}"
         for r, v in rows.items()
     )

@@ -1,6 +1,7 @@
-"""What Chapter 7 reads from its runs: attention at a matched loss, the Fig 2 and Fig 3
-comparisons with the official code, effective rates and the balancedness drift, the
-projection onto the reduced model, and the Shakespeare run's validation metrics.
+"""What Chapters 7 and 8 read from their runs: effective rates and the balancedness drift
+(Chapter 7); attention at a matched loss, the Fig 2 and Fig 3 comparisons with the
+official code, the projection onto the reduced model, and the Shakespeare run's validation
+metrics (Chapter 8).
 
 Functions return numbers and tables, never sentences: the chapter's prose says what they
 mean. The runs are :mod:`lib.experiments.qkov_training`; the official code's saved outputs
@@ -18,7 +19,7 @@ from . import qkov_official as official
 from .qkov_training import snapshots
 
 # ---------------------------------------------------------------------------
-# Attention over training and at a matched loss (Sections 1 and 6)
+# Attention over training and at a matched loss (Chapter 8, Sections 1 and 4)
 # ---------------------------------------------------------------------------
 
 
@@ -61,13 +62,13 @@ def group_by(values, labels, keys) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# Fig 2: the panels at the matched loss and at the code's reading (Section 1)
+# Fig 2: the panels at the matched loss and at the code's reading (Chapter 8, Section 1)
 # ---------------------------------------------------------------------------
 
 
 def distinct_mass_percent(samples) -> np.ndarray:
     """Percentage of samples in each of the official heatmaps' five distinct-mass bins
-    ``[0, .2), ..., [.8, 1]`` (Section 1)."""
+    ``[0, .2), ..., [.8, 1]`` (Chapter 8, Section 1)."""
     h, _ = np.histogram(np.asarray(samples).ravel(), bins=official.DISTINCT_BIN_EDGES)
     return 100.0 * h / max(h.sum(), 1)
 
@@ -125,7 +126,7 @@ def fig2_rows(stats, runs, panels, loss_star, lr):
             idx = reading_index(stats[name], h, sel, reading, loss_star, lr, fixed_flow)
             pct = distinct_mass_percent(read_samples(stats[name], sel, idx)[0])
             modal = official.FIG2_MODAL_BIN[panel]
-            label = reading if reading == "matched loss" else "code: train loss <= 1e-3"
+            label = reading if reading == "matched loss" else "code: train loss ≤ 1e-3"
             if reading != "matched loss" and fixed_flow is not None:
                 label = f"code: flow time {fixed_flow:g}"
             elif reading != "matched loss" and not reached:
@@ -146,7 +147,7 @@ def fig2_rows(stats, runs, panels, loss_star, lr):
 
 
 # ---------------------------------------------------------------------------
-# Effective rates and the balancedness drift (Section 2)
+# Effective rates and the balancedness drift (Chapter 7, Section 1)
 # ---------------------------------------------------------------------------
 
 
@@ -197,7 +198,7 @@ def unbalanced_fraction_callback(p0):
 
 
 # ---------------------------------------------------------------------------
-# The network projected onto the reduced model (Section 4)
+# The network projected onto the reduced model (Chapter 8, Section 3)
 # ---------------------------------------------------------------------------
 
 
@@ -230,7 +231,7 @@ def fit_lines(dG: np.ndarray, dO: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------
-# Fixed attention: ours beside the code's Fig 3 (Section 5)
+# Fixed attention: ours beside the code's Fig 3 (Chapter 8, Section 2)
 # ---------------------------------------------------------------------------
 
 
@@ -254,7 +255,7 @@ def fig3_table(alphas, final_loss: dict[str, np.ndarray]):
 
 
 # ---------------------------------------------------------------------------
-# The Shakespeare model (Section 7)
+# The Shakespeare model (Chapter 8, Section 5)
 # ---------------------------------------------------------------------------
 
 
@@ -297,21 +298,23 @@ def unigram_loss(stream: torch.Tensor, val_stream: torch.Tensor, vocab_size: int
     return float(-torch.log(freq / freq.sum())[val_stream].mean())
 
 
-def shk_table_rows(at: dict[str, np.ndarray], r_inst, r_grid) -> list[str]:
-    """The Shakespeare table (Markdown rows): per QK multiplier, the seed mean and range of
-    each quantity read at the matched loss."""
-    rows = [
-        "| QK multiplier | entropy (nats) | normalized entropy | previous-char mass "
-        "| step at matched loss | final val. loss |",
-        "|---|---|---|---|---|---|",
-    ]
-
-    def fmt(v, f):
-        return f"{v.mean():{f}} [{v.min():{f}}, {v.max():{f}}]"
-
-    columns = (("H", ".3f"), ("Hn", ".3f"), ("prev", ".3f"), ("step", ".0f"), ("final loss", ".3f"))
+def shk_table(at: dict[str, np.ndarray], r_inst, r_grid) -> list[dict]:
+    """The Shakespeare table, one row per QK multiplier: the seed mean and range
+    ``(mean, min, max)`` of each quantity read at the matched loss (for
+    :func:`lib.page.table`, which writes them as intervals)."""
+    columns = {
+        "entropy (nats)": "H",
+        "normalized entropy": "Hn",
+        "previous-char mass": "prev",
+        "step at matched loss": "step",
+        "final val. loss": "final loss",
+    }
+    rows = []
     for r in r_grid:
         sel = np.asarray(r_inst) == r
-        cells = [f"{r:g}"] + [fmt(at[key][sel], f) for key, f in columns]
-        rows.append("| " + " | ".join(cells) + " |")
+        row = {"QK multiplier": float(r)}
+        for name, key in columns.items():
+            v = np.asarray(at[key])[sel]
+            row[name] = (float(v.mean()), float(v.min()), float(v.max()))
+        rows.append(row)
     return rows

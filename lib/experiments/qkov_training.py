@@ -1,9 +1,10 @@
-"""Chapter 7's training runs and their data: the Scan-and-Snap runs with weight snapshots,
-and the Shakespeare data.
+"""The training runs of Chapters 7 and 8 and their data: the Scan-and-Snap runs with weight
+snapshots, and the Shakespeare data.
 
 The model is :mod:`lib.qkov`, the data :mod:`lib.tasks` and :mod:`lib.corpora`, the
-training loop :mod:`lib.engine`; the chapter's settings are its ``Config``
-(:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`). What is read from the runs is
+training loop :mod:`lib.engine`; the chapters' settings are their ``Config``
+(:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`,
+:mod:`lib.experiments.ch08_sharper_attention`). What is read from the runs is
 :mod:`lib.experiments.qkov_readings`.
 """
 
@@ -17,7 +18,8 @@ from .. import corpora, engine, lm, qkov, tasks
 from ..init import init_params
 
 if TYPE_CHECKING:
-    from .ch07_rescaling_and_reduced_dynamics import Config
+    from . import ch07_rescaling_and_reduced_dynamics as ch07
+    from . import ch08_sharper_attention as ch08
 
 
 def to_device(batch, device):
@@ -49,10 +51,13 @@ def snapshots(history, model, i: int, device=None) -> dict[str, torch.Tensor]:
     return {n: torch.as_tensor(history[n][i], device=device) for n in model.specs()}
 
 
-def train_scan_snap(cfg: Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device):
+def train_scan_snap(
+    cfg: ch07.Config | ch08.Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device
+):
     """One batched SGD run of parameterization ``name`` from the official code's init
     (:func:`lib.qkov.code_init_`), one instance per seed; returns ``(model, history)``
-    with a weight snapshot at every step of :func:`lib.engine.log_grid`."""
+    with a weight snapshot at every step of :func:`lib.engine.log_grid`. Chapters 7 and 8
+    both run it with the same settings, so that both train the same runs."""
     m = qkov.SingleQueryAttention.named(name)
     params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
     qkov.code_init_(m, params)
@@ -70,7 +75,7 @@ def train_scan_snap(cfg: Config, name: str, eta_qk, eta_ov, run_seeds, data_seed
     return m, h
 
 
-def shakespeare_data(cfg: Config, device):
+def shakespeare_data(cfg: ch08.Config, device):
     """The Shakespeare corpus split by whole plays (:func:`lib.corpora.char_split`) and the
     fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
     ``cfg.shk_val_n`` validation windows of ``cfg.shk_context`` characters."""

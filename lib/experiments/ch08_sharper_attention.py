@@ -1,0 +1,190 @@
+"""Chapter 8, sharper attention: fixed attention, the ratio sweep, real text: its settings.
+
+The chapter's :class:`Config` (every scientific choice named once) and ``OVERRIDES``.
+The chapter shares its machinery with Chapter 7
+(:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`), one module per job:
+
+- :mod:`lib.experiments.qkov_official`: the official code's saved outputs, with where
+  each was read;
+- :mod:`lib.experiments.qkov_training`: the training runs and their data (Scan-and-Snap runs
+  with weight snapshots, the Shakespeare data);
+- :mod:`lib.experiments.qkov_readings`: what is read from the runs (attention at a
+  matched loss, the Fig 2 and Fig 3 comparisons, the projection onto the reduced model,
+  the Shakespeare metrics).
+
+The model (single-query attention with collapsed or factorized circuits) is
+:mod:`lib.qkov`, the reduced two-scalar theory :mod:`lib.reduced`, the Scan-and-Snap data
+and the agreement grammar :mod:`lib.tasks`, the corpus :mod:`lib.corpora`, and the
+matched-loss reading and the faithfulness scores :mod:`lib.metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import qkov, tasks
+from . import ChapterConfig
+
+CHAPTER = "08_sharper_attention"
+
+
+@dataclass(frozen=True)
+class Config(ChapterConfig):
+    """Chapter 8 at book scale.
+
+    The init and the rates (scientific choices, named once):
+
+    gamma: the init rate of every randomly drawn weight, ``N(0, fan_in^(-2 gamma))``. At
+        ``gamma = 1/2`` a weight of the 50-token model has standard deviation ``50^(-1/2)``,
+        the scale of PyTorch's default init (whose uniform draw has a standard deviation
+        ``sqrt(3)`` smaller); the same rate draws the agreement and Shakespeare
+        transformers. The fixed-attention runs use :attr:`gamma_fixed` instead.
+    lr: the SGD rate of the Scan-and-Snap runs (Section 1): eta_OV of every run and
+        eta_QK of the equal-rate ones (the official code: 0.01, the paper scale; larger
+        at the smaller scales to fit the time budget, see the chapter).
+    r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (Sections 1, 3, 4).
+    r_control: ratios below 1 in the same run, the negative control of Section 4.
+
+    Scan-and-Snap runs (Sections 1, 3, 4; the equal-rate ones are also Chapter 7's, and
+    the fields they share must agree: ``SHARED_WITH_CH08`` of Chapter 7's module):
+
+    seeds: the init seeds of every sweep (one instance per seed and setting).
+    seq_len, batch_size: sequence length and batch of the training runs.
+    steps: SGD steps of FAFO, CAFO and CACO; faco_steps: of FACO, which needs longer to
+        reach the official code's stopping loss.
+    n_logs: logging steps of a run: ``n_logs`` log-spaced and ``n_logs + 1`` evenly spaced.
+    eval_n: held-out sequences at which attention is measured.
+    shortcut_factor: an instance is on the query-copy shortcut when it ends with more
+        than this multiple of uniform attention's mass on copies of the query token.
+    near_zero_fraction: the matched loss must be below this fraction of the initial loss.
+
+    Fixed attention (Section 2):
+
+    fixed_alphas: the frozen distinct-token masses (the official Fig 3 values).
+    fixed_seq_len, fixed_batch_size: the official Fig 3 code's length and batch.
+    fixed_steps: SGD steps at rate ``lr``; fixed_n_logs: logging steps.
+    fixed_eval_n: fixed held-out sequences of the loss and of -dL/dalpha.
+    fig3_ratio_tol: the status rule: every collapsed/factorized loss ratio within this
+        factor of the official code's; fig3_abs_tol: every final loss within this
+        relative distance of the code's.
+
+    Agreement stand-in (Section 5):
+
+    sva_train_n, sva_test_n: training and held-out sentences; sva_steps, sva_lr,
+        sva_batch_size, sva_n_logs: the Adam run; sva_d_model: the transformer's width.
+    sva_r: the faster arm's QK multiplier, eta_QK/eta_rest (the base arm has 1).
+    sva_acc_tol: the two arms' accuracies must agree within this.
+
+    Character-level Shakespeare (Section 5):
+
+    shk_layers, shk_d_model, shk_context, shk_mlp: the transformer.
+    shk_batch_size, shk_steps, shk_lr, shk_n_logs: the Adam run.
+    shk_r_grid: the QK multipliers eta_QK/eta_rest of the batched run.
+    shk_val_n: validation windows of the fixed evaluation batch.
+
+    Generator seeds of fixed data (the same at every scale): data_seed (the Scan-and-Snap
+    streams: ``data_seed + i`` for the i-th of FAFO, FACO, CAFO, CACO), eval_seed
+    (held-out set), fixed_eval_seed, fixed_data_seed, sva_train_seed, sva_test_seed,
+    shk_val_seed.
+    """
+
+    gamma: float = 0.5
+    lr: float = 1.0
+    r_grid: tuple[float, ...] = (1.0, 2.0, 3.0, 5.0, 10.0)
+    r_control: tuple[float, ...] = (0.3,)
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    seq_len: int = 128
+    batch_size: int = 32
+    steps: int = 5000
+    faco_steps: int = 8000
+    n_logs: int = 40
+    eval_n: int = 4096
+    shortcut_factor: float = 2.0
+    near_zero_fraction: float = 0.05
+
+    fixed_alphas: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    fixed_seq_len: int = 64
+    fixed_batch_size: int = 128
+    fixed_steps: int = 1250
+    fixed_n_logs: int = 40
+    fixed_eval_n: int = 32768
+    fig3_ratio_tol: float = 1.5
+    fig3_abs_tol: float = 0.25
+
+    sva_train_n: int = 20000
+    sva_test_n: int = 4000
+    sva_steps: int = 1500
+    sva_lr: float = 1e-3
+    sva_batch_size: int = 64
+    sva_n_logs: int = 10
+    sva_d_model: int = 32
+    sva_r: float = 10.0
+    sva_acc_tol: float = 0.02
+
+    shk_layers: int = 1
+    shk_d_model: int = 32
+    shk_context: int = 64
+    shk_mlp: int = 128
+    shk_batch_size: int = 16
+    shk_steps: int = 1500
+    shk_lr: float = 3e-3
+    shk_n_logs: int = 30
+    shk_r_grid: tuple[float, ...] = (1.0, 10.0, 30.0)
+    shk_val_n: int = 64
+
+    data_seed: int = 100
+    eval_seed: int = 999
+    fixed_eval_seed: int = 998
+    fixed_data_seed: int = 300
+    sva_train_seed: int = 10
+    sva_test_seed: int = 11
+    shk_val_seed: int = 10_000
+
+    @property
+    def gamma_fixed(self) -> float:
+        """The init rate of the fixed-attention runs: the one at which our Gaussian init has
+        the standard deviation of PyTorch's default ``nn.Linear(50, 50)`` init, the init of
+        the official Fig 3 code (:func:`lib.qkov.torch_default_gamma`)."""
+        return qkov.torch_default_gamma(tasks.ScanSnap.VOCAB)
+
+
+OVERRIDES = {
+    "ci": dict(
+        lr=2.0,
+        r_grid=(1.0, 3.0, 5.0, 10.0),
+        seeds=(0, 1),
+        steps=2500,
+        faco_steps=4000,
+        eval_n=1024,
+        fixed_steps=625,
+        fixed_eval_n=8192,
+        sva_train_n=4000,
+        sva_test_n=1000,
+        sva_steps=300,
+        shk_steps=500,
+        shk_n_logs=24,
+    ),
+    "paper": dict(
+        lr=0.01,
+        r_grid=(1.0, 2.0, 3.0, 4.0, 5.0, 10.0),
+        seeds=(1234, 1235, 1236, 1237, 1238),
+        steps=625000,
+        faco_steps=625000,
+        eval_n=16000,
+        fixed_steps=125000,
+        fixed_eval_n=128000,
+        sva_train_n=160000,
+        sva_test_n=40000,
+        sva_steps=20000,
+        shk_layers=2,
+        shk_d_model=128,
+        shk_context=128,
+        shk_mlp=512,
+        shk_batch_size=64,
+        shk_steps=20000,
+        shk_lr=1e-3,
+        shk_n_logs=60,
+        shk_val_n=256,
+    ),
+}
