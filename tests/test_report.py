@@ -12,11 +12,13 @@ from lib.experiments import ch99_report as ex  # noqa: E402
 
 
 def _records():
-    rows = []
-    for i, h in enumerate(ex.HEADLINES):
-        led = claims.Ledger(f"0{i % 3 + 1}_x").section(f"sec-{i}", label="recon")
-        verdict = "as measured" if i == 0 else None
-        rows.append(led.check(h.claim, "text", holds=[1, 1], values=[0.2, 0.4], verdict=verdict))
+    rows, i = [], 0
+    for h in ex.HEADLINES:
+        for cid in h.claims:
+            led = claims.Ledger(f"0{i % 3 + 1}_x").section(f"sec-{i}", label="recon")
+            verdict = "as measured" if i == 0 else None
+            rows.append(led.check(cid, "text", holds=[1, 1], values=[0.2, 0.4], verdict=verdict))
+            i += 1
     return rows
 
 
@@ -27,13 +29,18 @@ def test_every_headline_row_sets_the_paper_beside_ours_and_links_its_section():
     assert title.startswith("{ref}`") and "<sec-0>" in title
     assert ours == "0.3 [0.2, 0.4] (held 2 of 2)" and status == claims.REPORTED
     assert rows[1][3] == "reproduced"
-    official = dict(zip([h.claim for h in ex.HEADLINES], [r[1] for r in rows], strict=True))
-    assert "0.598" in official["fig3-ratio"] and "{" not in "".join(official.values())
+    official = dict(zip([h.claims[0] for h in ex.HEADLINES], [r[1] for r in rows], strict=True))
+    assert "158" in official["fig3-ratio"] and "{" not in "".join(official.values())
+    assert "0.287 (r = 0.1)" in official["ode-alpha-rises"]
+    fig2 = [r for h, r in zip(ex.HEADLINES, rows, strict=True) if h.ours == "fig2"][0]
+    assert "FACO: 0.2-0.4" in fig2[2] and "held 6 of 6" in fig2[2]
 
 
 def test_a_headline_that_names_no_claim_fails():
     with pytest.raises(claims.ClaimError, match="0 claims with id"):
         ex.headline_rows(_records()[1:])
+    glue = ex.headline_glue(_records())
+    assert glue["hl_climb_mlp3_held"] == "2 of 2" and "hl_fig2_FAFO_matched_loss_held" in glue
 
 
 def test_folds_hold_every_claim_once_under_its_chapter():

@@ -29,102 +29,145 @@ ABSTRACT = "abstract only"
 
 @dataclass(frozen=True)
 class Headline:
-    """One row of the report's opening table: the claim (its id in a chapter's ledger), a
-    short title, and what the paper gives for it."""
+    """One row of the report's opening table: the claims it reads (ids in the chapters'
+    ledgers; the first links to its section), a short title, what the paper gives, and how
+    to write ours (:data:`OURS`; default: the first claim's measured number)."""
 
-    claim: str
+    claims: tuple[str, ...]
     title: str
     paper: str
+    ours: str = ""
 
 
-def _fig3(kind: str) -> str:
-    lo, hi = official.FIG3_FINAL_LOSS[kind][0], official.FIG3_FINAL_LOSS[kind][-1]
-    a0, a1 = official.FIG3_ALPHAS[0], official.FIG3_ALPHAS[-1]
-    return f"{kind} OV {lo:.3g} at α = {a0:g}, {hi:.3g} at α = {a1:g}"
+def _fig3_ratio(kind_a: str = "collapsed", kind_b: str = "factorized") -> str:
+    a, b = official.FIG3_FINAL_LOSS[kind_a], official.FIG3_FINAL_LOSS[kind_b]
+    al = official.FIG3_ALPHAS
+    return (f"collapsed/factorized final-loss ratio {a[0] / b[0]:.3g} at α = {al[0]:g}, "
+            f"{a[-1] / b[-1]:.3g} at α = {al[-1]:g}")  # fmt: skip
 
 
 def _fig2() -> str:
     bins = official.BIN_NAMES
     known = {k: bins[v] for k, v in official.FIG2_MODAL_BIN.items() if v is not None}
-    return "modal distinct-token mass: " + ", ".join(f"{k} {b}" for k, b in known.items())
+    return "modal distinct-token mass " + ", ".join(f"{k}: {b}" for k, b in known.items())
 
 
 def _fig4() -> str:
-    rows = official.FIG4_END
-    return f"at loss {official.FIG4_TARGET_LOSS:g}: " + "; ".join(
-        f"r = {r:g}: α {v['alpha']:.3g}, μ_OV {v['mu_ov']:.3g}, μ_QK {v['mu_qk']:.3g}"
-        for r, v in rows.items()
+    return f"α at loss {official.FIG4_TARGET_LOSS:g}: " + ", ".join(
+        f"{v['alpha']:.3g} (r = {r:g})" for r, v in official.FIG4_END.items()
     )
 
 
+FIG2_PANELS = ("FAFO", "FACO", "CACO, r=5")
+
+
+def _ours_fig2(found) -> str:
+    from ..page import number
+
+    return "modal bin " + ", ".join(
+        f"{name}: {number(c.values[0])}-{number(c.values[0] + 0.2)}"
+        for name, c in zip(FIG2_PANELS, found, strict=True)
+        if c.values and c.values[0] is not None
+    )
+
+
+def _ours_fig4(found) -> str:
+    from ..page import number
+
+    alphas = [v for v in found[0].values[: len(official.FIG4_END)]]
+    return f"α at loss {official.FIG4_TARGET_LOSS:g}: " + ", ".join(
+        f"{number(a)} (r = {r:g})" for a, r in zip(alphas, official.FIG4_END, strict=True)
+    )
+
+
+def _ours_fig3(found) -> str:
+    from ..page import number
+
+    v = found[0].values
+    al = official.FIG3_ALPHAS
+    return f"ratio {number(v[0])} at α = {al[0]:g}, {number(v[-1])} at α = {al[-1]:g}"
+
+
+OURS = {"fig2": _ours_fig2, "fig4": _ours_fig4, "fig3": _ours_fig3}
+
 HEADLINES: tuple[Headline, ...] = (
-    Headline("climb-emb-mlp-three-stairs", "the staircase: order 0, then 1, then 2 (Emb-MLP)",
+    Headline(("climb-mlp3",), "the staircase: order 0, then 1, then 2 (Emb-MLP)",
              "order 0 first, then more and more context (" + ABSTRACT + ")"),
-    Headline("large-init-staircase", "large init weakens the order",
+    Headline(("large-init-staircase",), "large init weakens the order",
              "ordering absent or weaker under large init (" + ABSTRACT + ")"),
-    Headline("init-leading", "the feed-forward flow's leading term is the label signature",
+    Headline(("init-leading",), "the feed-forward flow's leading term is the label signature",
              "explained by the embeddings' gradient flow (" + ABSTRACT + ")"),
-    Headline("first-order-uniform", "attention is uniform at small init, to first order",
+    Headline(("first-order-uniform",), "attention is uniform at small init, to first order",
              "explained through self-attention's flow (" + ABSTRACT + ")"),
-    Headline("stair-main", "real text: a second, residual stair after next-token",
+    Headline(("stair-main",), "real text: a second, residual stair after next-token",
              "staircase seen in real LM training (" + ABSTRACT + ")"),
-    Headline("e3-signature-vs-permuted", "a signature-structured embedding learns better",
+    Headline(("e3-signature-vs-permuted",), "a signature-structured embedding learns better",
              "embedding structure matters for learning (" + ABSTRACT + ")"),
-    Headline("effective-ratio", "factorization rescales each circuit's learning rate",
-             "implicit rescaling (" + ABSTRACT + ", README)"),
-    Headline("closed-form", "the reduced dynamics move along a line (closed form)",
+    Headline(("effective-ratio",), "factorization rescales each circuit's learning rate",
+             "implicit rescaling (" + ABSTRACT + ")"),
+    Headline(("closed-form",), "the reduced dynamics move along a line (closed form)",
              "parameters move along a line (README)"),
-    Headline("ode-alpha-rises", "reduced ODE: sharper attention at a fixed loss as r grows",
-             "official Fig 4 notebook, {fig4}"),
-    Headline("fig2-modal-bins", "Fig 2: attention at similar loss, four parameterizations",
-             "official Fig 2, {fig2}"),
-    Headline("fig3-ratio", "Fig 3: fixed attention, collapsed against factorized OV",
-             "official Fig 3: {fig3c}; {fig3f}"),
-    Headline("headline", "faster QK sharpens attention at a matched loss (ratio sweep)",
+    Headline(("ode-alpha-rises",), "reduced ODE: sharper attention at a fixed loss as r grows",
+             "official Fig 4 notebook, {fig4}", "fig4"),
+    Headline(tuple(f"fig2-{p}-matched loss" for p in FIG2_PANELS),
+             "Fig 2: attention at similar loss, three parameterizations",
+             "official Fig 2, {fig2}", "fig2"),
+    Headline(("fig3-ratio",), "Fig 3: fixed attention, collapsed against factorized OV",
+             "official Fig 3, {fig3}", "fig3"),
+    Headline(("headline",), "faster QK sharpens attention at a matched loss (ratio sweep)",
              "faster QK, sharper attention at similar loss (" + ABSTRACT + ")"),
-    Headline("shk-entropy", "a character-level language model: the same with QK faster",
+    Headline(("shk-entropy",), "a character-level language model: the same with QK faster",
              "HateXplain, SVA, SQuAD (not run here)"),
-    Headline("staircase-model-climbs", "faster QK and the staircase: the stair survives",
+    Headline(("staircase-model-climbs",), "faster QK and the staircase: the stair survives",
              "new question (neither paper)"),
-    Headline("boundary-moves", "what sets the order: context order against signal strength",
+    Headline(("boundary-moves",), "what sets the order: context order against signal strength",
              "new question (neither paper)"),
 )  # fmt: skip
 
 
 def headlines() -> list[Headline]:
     """:data:`HEADLINES` with the official code's numbers written in."""
-    values = {"fig2": _fig2(), "fig3c": _fig3("collapsed"), "fig3f": _fig3("factorized"),
-              "fig4": _fig4()}  # fmt: skip
-    return [Headline(h.claim, h.title, h.paper.format(**values)) for h in HEADLINES]
+    values = {"fig2": _fig2(), "fig3": _fig3_ratio(), "fig4": _fig4()}
+    return [Headline(h.claims, h.title, h.paper.format(**values), h.ours) for h in HEADLINES]
+
+
+def _held(found) -> tuple[int, int]:
+    return sum(sum(c.holds) for c in found), sum(len(c.holds) for c in found)
 
 
 def headline_rows(records) -> list[tuple[str, str, str, str]]:
     """The opening table's rows: the claim (linked to its section), the paper's column,
-    ours (the measured number, mean [min, max] over seeds, and where it held) and its
-    category under the book's counting rule. Raises when a headline names no claim."""
+    ours (the measured number, or the row's own reading, and in how many seeds or cases it
+    held) and its category under the book's counting rule (several, where the row reads
+    several claims). Raises when a headline names no claim."""
     from .. import claims
 
     rows = []
     for h in headlines():
-        c = claims.find(records, h.claim)
-        ours = c.summary() or "—"
-        ours += f" (held {sum(c.holds)} of {len(c.holds)})"
-        rows.append((f"{{ref}}`{h.title} <{c.section}>`", h.paper, ours, claims.category(c)))
+        found = [claims.find(records, i) for i in h.claims]
+        ours = OURS[h.ours](found) if h.ours else (found[0].summary() or "—")
+        k, n = _held(found)
+        cats = list(dict.fromkeys(claims.category(c) for c in found))
+        rows.append((f"{{ref}}`{h.title} <{found[0].section}>`", h.paper,
+                     f"{ours} (held {k} of {n})", ", ".join(cats)))  # fmt: skip
     return rows
 
 
 def headline_glue(records) -> dict[str, str]:
-    """For the book's first page, per headline claim ``hl_<id>``: ``_held`` ("5 of 5", the
-    seeds or cases in which it held) and ``_value`` (its measured number)."""
+    """For the book's first page, per headline ``hl_<first claim id>``: ``_held`` ("5 of
+    5", the seeds or cases in which its claims held) and ``_value`` (the first claim's
+    measured number)."""
+    import re
+
     from .. import claims
     from ..page import MISSING, share
 
     out = {}
     for h in HEADLINES:
-        c = claims.find(records, h.claim)
-        key = "hl_" + h.claim.replace("-", "_")
-        out[key + "_held"] = share(sum(c.holds), len(c.holds))
-        out[key + "_value"] = c.summary() or MISSING
+        found = [claims.find(records, i) for i in h.claims]
+        key = "hl_" + re.sub(r"\W+", "_", h.claims[0]).strip("_")
+        out[key + "_held"] = share(*_held(found))
+        out[key + "_value"] = found[0].summary() or MISSING
     return out
 
 
