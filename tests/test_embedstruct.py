@@ -142,8 +142,9 @@ def test_chapter6_counting_helpers():
     same = ex.signature_tv(d, [(0, 1)], 10)  # tokens 0 and 1 occur in the same rows
     assert same == pytest.approx(0.0)
     assert ex.signature_tv(d, [(1, 2)], 10) == pytest.approx(1.0)  # disjoint labels
-    assert ex.per_seed([3.0, float("inf"), float("nan")]) == "3 — —"
-    assert ex.per_seed([3.0, 4.0], sep=", ") == "3, 4"
+    assert ex.per_seed([3.0, float("inf"), float("nan")]) == "3, — and —"
+    assert ex.per_seed([3.0, 4.0]) == "3 and 4"
+    assert ex.per_seed([0.25], "{:.3f}") == "0.250"
     steps = [0, 10, 20, 30]
     assert ex.stays_above_from(steps, np.array([False, True, False, True])) == 30
     assert ex.stays_above_from(steps, np.array([True, True, True, True])) == 0

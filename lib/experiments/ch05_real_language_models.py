@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import corpora, engine, lm
+from .. import corpora, engine, lm, page
 from .. import metrics as M
 from .. import signatures as sig
 from ..env import cpu_threads
@@ -379,40 +379,81 @@ def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
     return np.isfinite(n) & np.isfinite(r) & (r > n)
 
 
-def onset_text(x) -> str:
-    """Onsets over seeds as ``a, b, c`` with ``never`` for NaN."""
-    return ", ".join("never" if np.isnan(v) else f"{v:.0f}" for v in np.asarray(x, dtype=float))
+def onset_text(x, seeds) -> str:
+    """Onsets over ``seeds`` in words (:mod:`lib.page`), in seed order: ``steps 40, 60 and
+    90`` where every seed has a stair, ``steps 40 and 90 (seeds 0 and 2); none in seed 1``
+    where some have none, ``none in any seed`` where none has."""
+    x = np.asarray(x, dtype=float)
+    have = np.isfinite(x)
+    if not have.any():
+        return "none in any seed"
+    text = page.listing([round(v) for v in x[have]], noun="step")
+    if have.all():
+        return text
+    seeds = np.asarray(seeds)
+    return f"{text} ({page.listing(seeds[have])}); none in {page.listing(seeds[~have])}"
 
 
-def run_title(run: Run) -> str:
-    return f"{TITLE[run[0]]}, {'characters' if run[1] == 'char' else 'BPE'}"
+def onset_range(x) -> str:
+    """The onsets of a stair over seeds as a range in words (:mod:`lib.page`): ``step 2``,
+    ``steps 229–368``, or ``no step`` where no seed has one."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return "no step"
+    lo, hi = round(x.min()), round(x.max())
+    return f"step {page.number(lo)}" if lo == hi else f"steps {page.number(lo)}–{page.number(hi)}"
+
+
+def per_seed_text(x, fmt: str = "{:.1f}") -> str:
+    """Values over seeds in words (:mod:`lib.page`), in seed order: ``0.8, 1.1 and 0.9``,
+    with :data:`lib.page.MISSING` for a missing one."""
+    return page.listing([page.MISSING if page.is_missing(v) else fmt.format(v) for v in x], noun="")
+
+
+def run_title(run: Run, sep: str = ", ") -> str:
+    return f"{TITLE[run[0]]}{sep}{'characters' if run[1] == 'char' else 'BPE'}"
 
 
 # --- figures ----------------------------------------------------------------------------
 
 
-def plot_run(axes, run: dict, title: str, small, standard) -> None:
+def init_title(init: str, gamma: float) -> str:
+    """A panel's initialization in words: ``small init (γ = 1)``; a larger γ is a smaller
+    init (weights of std fan_in^-γ)."""
+    return f"{init} init (γ = {gamma:g})"
+
+
+def plot_run(axes, run: dict, title: str, small, standard, gammas=(1.0, 0.5)) -> None:
     """Columns: W^E against the next-token and residual targets, small init; the same,
     standard init; W^U against the previous-token signature (both inits)."""
     steps = run["hist"].steps[1:]  # the increment is zero at step 0: R starts at step 1
-    for ax, rows, init in [(axes[0], small, "small"), (axes[1], standard, "standard")]:
-        for n in TARGETS:
-            band(ax, steps, run["emb"][n]["R"][1:, rows], COLOR[n], label=LABEL[n])
-        null = run["emb"]["res_skip2"]
-        ax.fill_between(
-            steps, null["null_lo"][1:], null["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
-        )
-        ax.axhline(0, color=COLORS["reference"], lw=0.5)
-        ax.set_title(f"{title}\n{init} init", fontsize=9)
+    inits = [(axes[0], small, "small", gammas[0]), (axes[1], standard, "standard", gammas[1])]
+    for ax, rows, init, g in inits:
+        plot_alignment(ax, run, rows)
+        ax.set_title(f"{title}\n{init_title(init, g)}")
     u = run["unemb"]
     band(axes[2], steps, u["R"][1:, small], COLORS["small"], label="small init")
     band(axes[2], steps, u["R"][1:, standard], COLORS["large"], label="standard init")
     axes[2].fill_between(
         steps, u["null_lo"][1:], u["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
     )
-    axes[2].set_title(r"$W^U$ vs $\varphi^{\rm pre}$", fontsize=9)
-    axes[2].legend(fontsize=7)
+    axes[2].set_title(f"{title}\n" + r"$W^U$ vs $\varphi^{\rm pre}$")
+    axes[2].legend(fontsize=8)
     axes[0].set_ylabel(r"$R_{\cos}$")
+
+
+def plot_alignment(ax, run: dict, rows) -> None:
+    """W^E's R_cos with the next-token and the residual skip-2 target (seeds as bands) and
+    the residual target's permutation null (grey)."""
+    steps = run["hist"].steps[1:]  # the increment is zero at step 0: R starts at step 1
+    for n in TARGETS:
+        band(ax, steps, run["emb"][n]["R"][1:, rows], COLOR[n], label=LABEL[n])
+    null = run["emb"]["res_skip2"]
+    ax.fill_between(
+        steps, null["null_lo"][1:], null["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
+    )
+    ax.axhline(0, color=COLORS["reference"], lw=0.5)
 
 
 # --- the pretrained model ---------------------------------------------------------------

@@ -16,8 +16,8 @@ import torch
 from scipy.stats import spearmanr
 
 from .. import metrics as M
+from .. import page, tasks
 from .. import signatures as sig
-from .. import tasks
 from . import ChapterConfig
 
 CHAPTER = "06_embeddings_matter"
@@ -244,9 +244,12 @@ def pair_cosine(E0, pair_mask):
     return measure
 
 
-def per_seed(values, sep: str = " ") -> str:
-    """Steps per seed, "—" for a run that never got there."""
-    return sep.join(f"{v:.0f}" if np.isfinite(v) else "—" for v in values)
+def per_seed(values, fmt: str = "{:.0f}") -> str:
+    """Values over seeds in words (:mod:`lib.page`), in seed order: ``750, 725 and 700``;
+    ``—`` for a run that never got there (an infinite or missing value)."""
+    return page.listing(
+        [fmt.format(v) if np.isfinite(v) else page.MISSING for v in values], noun=""
+    )
 
 
 def e1_table(sweep, inits, steps95, test_acc) -> pd.DataFrame:
@@ -313,7 +316,7 @@ def e3_rows(sweep, train_acc, test_acc, s_onset) -> list[dict]:
                     "arm": arm,
                     "train acc": train_acc[ks].mean(),
                     "held-out acc": test_acc[ks].mean(),
-                    "held-out (per seed)": " ".join(f"{v:.3f}" for v in test_acc[ks]),
+                    "held-out (per seed)": per_seed(test_acc[ks], "{:.3f}"),
                     "steps to 50% train (per seed)": per_seed(s_onset[ks]),
                 }
             )
