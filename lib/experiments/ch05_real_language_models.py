@@ -166,6 +166,12 @@ LABEL = {
     "res_skip3": "skip-3 residual",
     "previous": r"$\varphi^{\rm pre}$",
 }
+NAME = {  # in words, for tables
+    "next": "next token",
+    "res_skip2": "skip-2 residual",
+    "res_skip3": "skip-3 residual",
+    "previous": "previous token",
+}
 COLOR = {
     "next": COLORS["next"],
     "res_skip2": COLORS["skip2"],
@@ -618,13 +624,14 @@ def onset_range(x) -> str:
 
 
 def value_range(x, fmt: str = "{:.2f}") -> str:
-    """Values over seeds as a range in words: ``0.11–0.14``, one value, or ``—``."""
+    """Values over seeds as a range in words: ``0.11–0.14``, ``-0.04 to 0.01`` (a negative
+    end), one value, or ``—``."""
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     if not len(x):
         return page.MISSING
     lo, hi = fmt.format(x.min()), fmt.format(x.max())
-    return lo if lo == hi else f"{lo}–{hi}"
+    return lo if lo == hi else f"{lo}{' to ' if x.min() < 0 else '–'}{hi}"
 
 
 def per_seed_text(x, fmt: str = "{:.1f}") -> str:
