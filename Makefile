@@ -71,7 +71,9 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 venv: $(STAMP)
 
 book: $(STAMP)
-	$(LOCK) $(MAKE) --no-print-directory _book
+	@t0=$$(date +%s%N); $(LOCK) $(MAKE) --no-print-directory _book; \
+		mkdir -p build && echo "$$(( ($$(date +%s%N) - t0) / 1000000000 )) $${BOOK_SCALE:-book}" \
+		> build/book-seconds.txt
 
 chapter: $(STAMP)
 	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
@@ -175,6 +177,7 @@ _pages:
 bench: $(STAMP)
 	$(BIN)/python -m lib.bench
 	$(LOCK) $(BIN)/python -m lib.bench --build
+	$(BIN)/python -m lib.booktools timings docs/timings.md
 
 # Paper scale on the CPU, every training run cut to 2 steps (BOOK_SMOKE=1, lib/engine.py),
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
