@@ -43,7 +43,8 @@ KNOWN_SECONDS = {
     "07_rescaling_and_reduced_dynamics": 26,
     "08_sharper_attention": 57,
     "09_qk_rate_and_the_staircase": 56,
-    "10_what_sets_the_order": 58,
+    "10_what_sets_the_order": 38,
+    "11_plateau_length_under_adam": 20,
     "99_report": 4,
 }
 

@@ -1,4 +1,4 @@
-r"""The length of the bit-1 plateau under Adam: the gamma law of Chapter 2.
+r"""The length of the bit-1 plateau under Adam: the gamma law of Chapter 11.
 
 **The hidden symmetry.** On the two-stair gated-parity-bit task
 (:func:`lib.tasks.gated_parity_bits`), the map :math:`\sigma` that swaps the two gates

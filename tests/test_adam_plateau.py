@@ -1,4 +1,4 @@
-"""The gamma law of Chapter 2 (lib/adam_plateau.py): the symmetry, the bilinear contrast,
+"""The gamma law of Chapter 11 (lib/adam_plateau.py): the symmetry, the bilinear contrast,
 the readings of a run and the two-phase law, each against a direct computation."""
 
 import math

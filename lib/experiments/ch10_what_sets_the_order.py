@@ -1,10 +1,10 @@
 """Chapter 10, what sets the order: order 0 in time, context order against signal strength,
-what large initialization does, and the length of the plateau.
+and what large initialization does.
 
 The staircase task, its model and Adam's rate are Chapter 2's (``config(ch02)`` at the same
 scale); this module holds what is new here: the competing-orders runs
-(:mod:`lib.order`), the lazy arm, and the settings of the sections moved from Chapter 2
-(the time-resolved arm and the gamma law).
+(:mod:`lib.order`), the lazy arm, and the time-resolved arm. The length of the plateau
+(the gamma law) is Chapter 11's.
 """
 
 from __future__ import annotations
@@ -64,20 +64,6 @@ class Config(ChapterConfig):
         plain gradient descent from a large init.
     adam_large_gamma: Chapter 2's large init for the Emb-MLP, the Adam comparator of the
         lazy arm.
-    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.adam_plateau`): the
-        smallest init the law is about, on seeds cal_seed, cal_seed + 1, ... that the sweep
-        never uses; its constants are read off quantities other than the escape step.
-    probe_steps: steps of the every-step probe of Chapter 2's sweep (they cover every
-        escape).
-    law_tol: the relative agreement asked of the law's predicted median escape step (and
-        of Adam's step against Adam's clock over the calibration arm's plateau).
-    law_lr_factor: the learning-rate arm of the gamma law: the same probe and calibration
-        at this multiple of Chapter 2's Adam rate (its every-step probe still covers every
-        escape within probe_steps).
-    linear_eps, linear_steps: the gamma law's linear-response arm: the probe's (gamma, seed)
-        pairs with the antisymmetric part of each init scaled by linear_eps and by a tenth
-        of it, in float64, under Adam and under plain GD, for linear_steps steps (past the
-        knee t_p of the sign phase).
     """
 
     slow_lr: float = 1e-3
@@ -104,13 +90,6 @@ class Config(ChapterConfig):
     lazy_lr: float = 0.5
     lazy_steps: int = 1000
     adam_large_gamma: float = 0.3
-    gamma_cal: float = 1.25
-    cal_seed: int = 100
-    probe_steps: int = 320
-    law_tol: float = 0.25
-    law_lr_factor: float = 3.0
-    linear_eps: float = 1e-3
-    linear_steps: int = 60
 
 
 OVERRIDES = {
