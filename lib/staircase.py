@@ -381,6 +381,8 @@ def train_bits(
     copies: int = 1,
     copy_rel: float = 1e-6,
     null=None,
+    fit_data=None,
+    params_out: dict | None = None,
     **train_kwargs,
 ) -> tuple[History, np.ndarray, np.ndarray]:
     """One batched run of the gated-parity-bit task over every (gamma, seed) pair.
@@ -389,7 +391,11 @@ def train_bits(
     an ensemble: copy 0 is the seed's own init, and every other copy multiplies it by
     ``1 + copy_rel * z`` (:func:`copy_params`): a verdict's odds under rounding-sized
     changes are read off the copies (:mod:`lib.rates`). ``null`` (a
-    :class:`lib.nulls.PermutationNull`) logs the permutation null of every order. Weights named in
+    :class:`lib.nulls.PermutationNull`) logs the permutation null of every order.
+    ``fit_data`` (an ``(X, target)`` pair, with its ``loss_fn``) is what the run trains on
+    instead of ``(data.X, data.y)``, e.g. :func:`lib.tasks.label_distributions` with
+    :func:`lib.engine.soft_cross_entropy`; the callbacks still read ``data``. ``params_out``
+    (a dict) receives the trained weights. Weights named in
     ``zero_frozen`` are set to zero and not trained (e.g. ``("P",)``: an attention model
     without position embeddings). ``perturb_init`` multiplies every initial weight by
     ``1 + perturb_init * z`` (:func:`lib.init.perturb`, seed 1): the rerun of the stability
@@ -414,11 +420,14 @@ def train_bits(
 
         callbacks.update(bit_probe_callbacks(model, data, layout, targets, params))
     frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
-    X, y = data.X.to(device), data.y.to(device)
+    X, y = (data.X, data.y) if fit_data is None else fit_data
+    X, y = X.to(device), y.to(device)
     with cpu_threads(threads):
         history = train(
             model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
         )
+    if params_out is not None:
+        params_out.update({n: p.detach() for n, p in params.items()})
     return history, gamma_k, seed_k
 
 
@@ -503,12 +512,14 @@ class BitRun:
         targets: the :class:`OrderTargets` it was measured against.
         floor: ``{order: floor}``, the permutation floor (:func:`lib.nulls.floor_of`) or a
             Gaussian one (:func:`order_noise_floor`).
+        params: the trained weights of every instance (set by :func:`run_bits`).
     """
 
     history: History
     sweep: Sweep
     targets: OrderTargets
     floor: dict
+    params: dict | None = None
 
     @property
     def gammas(self) -> list[float]:
@@ -602,11 +613,14 @@ def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, f
     q = kw.pop("null_q", 0.95)
     if (floor is None) == (kw.get("null") is None):
         raise ValueError("run_bits needs a floor or a null (a PermutationNull), not both")
-    history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
+    params: dict = {}
+    history, _, _ = train_bits(
+        model, data, layout, targets, seeds, gammas, steps, params_out=params, **kw
+    )
     if floor is None:
         floor = {o: floor_of(history[f"null{o}"], q) for o in targets.orders}
     sweep = _gamma_seed_sweep(seeds, gammas, "run_bits", kw.get("copies", 1))
-    return BitRun(history, sweep, targets, floor)
+    return BitRun(history, sweep, targets, floor, params)
 
 
 def rerun_horizon(steps, base: Stairs, tol: int) -> int:
