@@ -1,6 +1,7 @@
 # The Order of Learning: build the book, run the tests.
 #   make book           the whole book as HTML at the default scale (BOOK_SCALE=book; paper on a GPU)
 #   make chapter CH=07  execute one chapter if it is stale, and rebuild its page
+#   make try CH=02 SET="seeds=(0, 1)"  one chapter with your own settings, into build/try/
 #   make test           lint, unit and fault tests, every chapter at BOOK_SCALE=ci under nbmake,
 #                       strict build, and every page opened offline in headless chromium; a
 #                       chapter that passed before on the same inputs is not run again (FRESH=1
@@ -41,7 +42,7 @@ export BOOK_QUIET := 1
 # 8x slower). The results do not change.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: venv book chapter test lint format unit faults chapters strict pages bench paper-smoke \
+.PHONY: venv book chapter try test lint format unit faults chapters strict pages bench paper-smoke \
 	clean _book _test _lint _unit _faults _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
@@ -70,11 +71,21 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 venv: $(STAMP)
 
 book: $(STAMP)
-	$(LOCK) $(MAKE) --no-print-directory _book
+	@t0=$$(date +%s%N); $(LOCK) $(MAKE) --no-print-directory _book; \
+		mkdir -p build && echo "$$(( ($$(date +%s%N) - t0) / 1000000000 )) $${BOOK_SCALE:-book}" \
+		> build/book-seconds.txt
 
 chapter: $(STAMP)
 	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
 	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only='$(CH)'" PARTIAL=--partial
+
+# One chapter with your own settings, into build/try/<chapter>-<hash>/ (its notebook, claims and
+# page), never touching the book's outputs: make try CH=02 SET="seeds=(0, 1) lr=0.003".
+# SET reaches the command through the environment, so its quotes stay its own.
+try: export SET := $(SET)
+try: $(STAMP)
+	@test -n "$(CH)" -a -n "$$SET" || { echo 'error: name a chapter and settings, e.g. make try CH=02 SET="seeds=(0, 1)"'; exit 2; }
+	$(BIN)/python -m lib.booktools try --only='$(CH)' --set="$$SET" --root $(BOOK_ROOT)
 
 # BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
 _book:
@@ -166,6 +177,7 @@ _pages:
 bench: $(STAMP)
 	$(BIN)/python -m lib.bench
 	$(LOCK) $(BIN)/python -m lib.bench --build
+	$(BIN)/python -m lib.booktools timings docs/timings.md
 
 # Paper scale on the CPU, every training run cut to 2 steps (BOOK_SMOKE=1, lib/engine.py),
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not

@@ -14,6 +14,10 @@ The status rule: a claim that held in every seed is *reproduced* (a claim labell
 a *new result*); one that held in some seeds but not all, or only on the seed mean, is
 *partly* reproduced; one that held in no seed is *not reproduced*.
 
+A try run (``make try``, :mod:`lib.book.trying`), whose settings are a reader's own, asserts
+no verdict either: a claim whose status misses its verdict is recorded ``as measured``, the
+verdict kept in ``try_verdict``, and the run ends with a table of them.
+
 In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`), whose training runs make two steps,
 :meth:`Ledger.check` asserts no verdict. Every claim is still checked for its form and
 recorded with the status its two-step numbers give, marked ``smoke: true``. A claim whose
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .book.trying import trying
 from .env import smoke
 from .page import MISSING
 
@@ -83,6 +88,7 @@ class Claim:
     unit: str = ""
     smoke: bool = False  # recorded by a smoke run (two training steps): not asserted
     smoke_verdict: str = ""  # a smoke run's claim that missed its verdict: the verdict
+    try_verdict: str = ""  # a try run's claim that missed its verdict (lib.book.trying)
 
     @property
     def status(self) -> str:
@@ -184,6 +190,9 @@ class Ledger:
             claim.smoke = True
             if AS_MEASURED not in allowed and claim.status not in allowed:
                 claim.smoke_verdict, claim.verdict = claim.verdict, AS_MEASURED
+        elif trying():  # a reader's own settings: record what no longer holds, stop nothing
+            if AS_MEASURED not in allowed and claim.status not in allowed:
+                claim.try_verdict, claim.verdict = claim.verdict, AS_MEASURED
         elif AS_MEASURED not in allowed and claim.status not in allowed:
             raise ClaimError(
                 f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
@@ -217,7 +226,8 @@ class Ledger:
         if missing or not ids:
             raise ClaimError(f"{self.chapter}: no claim {missing or 'named'} in this ledger")
         return all(
-            known[i].smoke or (known[i].verdict != AS_MEASURED and all(known[i].holds)) for i in ids
+            known[i].smoke or trying() or (known[i].verdict != AS_MEASURED and all(known[i].holds))
+            for i in ids
         )
 
     def counts(self) -> dict[str, int]:
@@ -285,7 +295,9 @@ BADGES = {
 def _status_cell(c: Claim) -> str:
     """The status, marked when it was not asserted (a smoke run, or ``as measured``)."""
     return c.status + (
-        f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
+        f" (try run; the chapter says {c.try_verdict}: not asserted)"
+        if c.try_verdict
+        else f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
         if c.smoke_verdict
         else " (smoke run)"
         if c.smoke

@@ -38,11 +38,15 @@ def slider_figure(
     ylim: tuple[float, float] | None = None,
     value_format: str = "{:.3g}",
     title: str = "",
+    hlines: Mapping[str, Sequence[float]] | None = None,
+    start: int | None = None,
 ) -> str:
     """HTML of a figure whose curves follow a slider over ``values``.
 
     ``curves[name]`` has shape ``(len(values), len(x))``: one curve per slider position.
-    Returns an HTML string for ``IPython.display.HTML``.
+    ``hlines[name]`` (one value per slider position) draws a dashed horizontal line in the
+    colour of curve ``name`` (a noise floor, a uniform baseline). ``start``: the position
+    shown first (default: the middle). Returns an HTML string for ``IPython.display.HTML``.
     """
     x = np.asarray(x, dtype=float)
     values = list(map(float, values))
@@ -58,6 +62,12 @@ def slider_figure(
         raise ValueError(
             "log_x needs positive x values; shift x (e.g. 1 + step) or set log_x=False"
         )
+    hlines = {n: [float(v) for v in vals] for n, vals in (hlines or {}).items()}
+    for name, vals in hlines.items():
+        if name not in curves or len(vals) != len(values):
+            raise ValueError(
+                f"hline {name!r} needs a curve of that name and one value per position"
+            )
     ys = np.concatenate([np.asarray(c, float).ravel() for c in curves.values()])
     lo, hi = ylim if ylim is not None else (float(np.nanmin(ys)), float(np.nanmax(ys)))
     palette = dict(colors or {})
@@ -72,9 +82,10 @@ def slider_figure(
         },
         "logx": bool(log_x),
         "ylim": [lo, hi],
+        "hlines": hlines,
     }
     fid = "fig-" + uuid.uuid5(uuid.NAMESPACE_OID, json.dumps(data)[:2000]).hex[:10]
-    start = len(values) // 2
+    start = len(values) // 2 if start is None else int(start)
     legend = " ".join(
         f'<span style="color:{data["colors"][n]};font-weight:bold">&#9644; {html.escape(n)}</span>'
         for n in curves
@@ -123,8 +134,15 @@ def slider_figure(
     for (const ys of D.curves[name]) el("path", {{d: path(ys), fill: "none", stroke: D.colors[name], "stroke-opacity": 0.08}});
   }}
   for (const name in D.curves) live[name] = el("path", {{fill: "none", stroke: D.colors[name], "stroke-width": 2.5}});
+  const floors = {{}};
+  for (const name in D.hlines) floors[name] = el("line", {{x1: L, x2: R, stroke: D.colors[name],
+    "stroke-dasharray": "5 4", "stroke-width": 1.2}});
   function show(i) {{
     for (const name in D.curves) live[name].setAttribute("d", path(D.curves[name][i]));
+    for (const name in D.hlines) {{
+      const y = sy(D.hlines[name][i]).toFixed(1);
+      floors[name].setAttribute("y1", y); floors[name].setAttribute("y2", y);
+    }}
     out.textContent = D.labels[i];
   }}
   slider.addEventListener("input", () => show(+slider.value));

@@ -69,6 +69,9 @@ def number(x, sig: int = SIG, unit: str = "", signed: bool = False) -> str:
     elif x == 0:
         text = "0"
     elif 1e-3 <= abs(x) < 1e6:
+        if 0.99 < abs(x) < 1:  # a cosine or a probability close to 1 is not written "1"
+            while sig < 6 and abs(float(f"{x:.{sig}g}")) == 1:
+                sig += 1
         text = f"{x:{'+' if signed else ''}#.{sig}g}".rstrip("0").rstrip(".")
         if "e" in text:  # 'g' switched to exponent notation for a large round value
             text = f"{sign}{round(x):d}"

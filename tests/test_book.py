@@ -391,3 +391,26 @@ def test_the_readme_says_which_torch_a_fresh_machine_gets_and_how_to_choose():
     text = (ROOT / "README.md").read_text()
     for needed in ("PIP_FIND_LINKS", "nvidia-", "https://download.pytorch.org/whl/cpu"):
         assert needed in text, f"the README does not mention {needed}"
+
+
+def test_the_timings_page_reads_the_last_runs_and_invents_none(tmp_path):
+    """docs/timings.md: the last make test's phases and notebooks, the last make book's
+    total and chapters, with commit, date and machine; a run not recorded says so."""
+    from lib.book.timing import BOOK_TIME, timings_markdown
+
+    empty = timings_markdown(tmp_path)
+    assert "`make test`: no run recorded" in empty and "`make book`: no run recorded" in empty
+    times, executed = tmp_path / "build" / "test-times", tmp_path / "build" / "executed"
+    times.mkdir(parents=True)
+    executed.mkdir(parents=True)
+    (times / "phases.txt").write_text("environment 39000\nchapters 372000\n")
+    (times / "chapters.xml").write_text(
+        '<testsuite><testcase name="chapters/01_a.ipynb" time="9.4"/>'
+        '<testcase name="chapters/02_b.ipynb" time="120"><failure/></testcase></testsuite>'
+    )
+    (executed / "durations.json").write_text('{"01_a": 40.2, "02_b": 286.0}')
+    (tmp_path / BOOK_TIME).write_text("980 book\n")
+    text = timings_markdown(tmp_path)
+    assert "`make test`: **411 s** (every chapter run)" in text and "| chapters | 372 |" in text
+    assert "`make book` at `book`: **980 s**" in text
+    assert "| 01_a | 9 | 40 |" in text and "| 02_b | 120 (failure) | 286 |" in text

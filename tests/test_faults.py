@@ -9,6 +9,7 @@ namespace of their own (``unshare``); where the system allows none, they are ski
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -222,3 +223,34 @@ def test_a_one_chapter_build_is_quiet_about_the_pages_it_did_not_execute(tmp_pat
     assert "build succeeded, 1 warning." in out, out
     assert "value 1" in (toy / "_build" / "html" / "chapters" / "01_a.html").read_text()
     assert (toy / "_build" / "html" / "chapters" / "02_b.html").exists()  # the code, no outputs
+
+
+def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, monkeypatch):
+    """``make try`` writes into build/try/<chapter>-<hash> alone: the book's executed
+    notebooks, their stamps and claims are byte for byte what they were, and the book's
+    own build afterwards finds the chapter up to date."""
+    import types
+
+    from lib.book import trying
+    from lib.experiments import ChapterConfig
+
+    toy = make_toy(tmp_path / "toy")
+    executed = toy / "build" / "executed"
+    booktools.execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    before = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
+
+    @dataclasses.dataclass(frozen=True)
+    class Config(ChapterConfig):
+        value: int = 1
+
+    module = types.ModuleType("toy_ch01_a")
+    module.CHAPTER, module.Config, module.OVERRIDES = "01_a", Config, {}
+    monkeypatch.setattr("lib.experiments.module_for", lambda stem: module)
+    out = trying.run_try("1", "value=2", "ci", "cpu", toy, log=lambda *_: None, page=False)
+    assert out.is_file() and out.parent.parent == toy / trying.TRY_DIR
+    after = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
+    assert after == before, "a try run changed the book's outputs"
+    status = booktools.execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    assert status == {"01_a": "up to date", "02_b": "up to date"}
+    with pytest.raises(trying.ConfigError, match="did you mean 'value'"):
+        trying.run_try("1", "valu=2", "ci", "cpu", toy, log=lambda *_: None, page=False)

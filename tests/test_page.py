@@ -105,3 +105,8 @@ def test_exponents_are_short_and_a_zero_has_none():
     assert page.render_glued("3.2e-05", ".1e") == "3.2e-5"
     assert page.render_glued("0.0", ".1e") == "0"
     assert page.render_glued("12000.0", ".2e") == "1.20e4"
+
+
+def test_a_value_close_to_one_is_not_written_as_one():
+    assert page.number(0.9999437) == "0.9999" and page.number(0.995) == "0.995"
+    assert page.number(-0.99995) == "-0.99995" and page.number(0.99999999) == "1"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .execute import execute
-from .notebook import ROOT, BuildError, convert, select_chapters, write_error
+from .notebook import ROOT, BuildError, atomic_write, convert, select_chapters, write_error
 from .stage import stage
 from .testcache import restore, store
 from .timing import timing_table
@@ -58,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     tc.add_argument("--times", type=Path, default=None, help="the folder of the timing table")
     tc.add_argument("--junit", type=Path, default=None, help="nbmake's JUnit file (store)")
     tc.add_argument("--fresh", action="store_true", help="restore nothing: run every chapter")
+    tm = sub.add_parser("timings", help="write docs/timings.md from the last test and book runs")
+    tm.add_argument("out", type=Path)
+    tr = sub.add_parser("try", help="run one chapter with your own settings, into build/try/")
+    tr.add_argument("--only", required=True, help="the chapter: its number or stem")
+    tr.add_argument("--set", dest="settings", required=True, help='e.g. "seeds=(0, 1) lr=0.003"')
+    tr.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "times":
@@ -81,6 +87,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             fresh = sum(v == "up to date" for v in status.values())
             print(f"{len(status)} chapter(s) ready in {args.out} ({fresh} up to date)")
+        elif args.cmd == "timings":
+            from .timing import timings_markdown
+
+            atomic_write(args.out, timings_markdown(ROOT))
+            print(f"wrote {args.out}")
+        elif args.cmd == "try":
+            from .trying import run_try
+
+            scale, device = get_scale(), get_device()
+            check_scale(scale, device)
+            run_try(args.only, args.settings, scale, str(device), args.root)
         elif args.cmd == "convert":
             for p in convert(args.out):
                 print(f"converted {p}")

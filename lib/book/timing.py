@@ -68,3 +68,82 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
             known[stem] = round(t, 1) if o == "passed" else max(known.get(stem, 0.0), round(t, 1))
         atomic_write(path, json.dumps(known, indent=1, sort_keys=True))
     return "\n".join(lines)
+
+
+BOOK_TIME = Path("build") / "book-seconds.txt"  # written by `make book`: seconds, scale
+
+
+def _machine() -> str:
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu})"
+
+
+def timings_markdown(root: Path = ROOT, times: Path | None = None,
+                     executed: Path | None = None) -> str:  # fmt: skip
+    """``docs/timings.md``: the last ``make test`` (its phases and each notebook's seconds
+    under nbmake, from ``build/test-times``) and the last ``make book`` (its total and each
+    chapter's seconds, from ``build/book-seconds.txt`` and ``build/executed/durations.json``)
+    of this checkout, with the commit, the date and the machine. A run not made yet is said
+    to be missing, not invented."""
+    import datetime
+    import subprocess
+
+    times = times or root / "build" / "test-times"
+    executed = executed or root / "build" / "executed"
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    lines = ["# Timings", "",
+             f"Written by `make bench` on {date} from the last `make test` and `make book` of a "
+             f"checkout at commit `{commit}`, on {_machine()}. Two chapters run side by side "
+             "on two cores and slow each other down; this machine's speed varies by 10-20% "
+             "between runs.", ""]  # fmt: skip
+    phases = []
+    if (times / "phases.txt").is_file():
+        for line in (times / "phases.txt").read_text().splitlines():
+            if line.strip():
+                name, ms = line.split()
+                phases.append((name, int(ms) / 1000))
+    ci = {Path(n).stem: (t, o) for f in ("chapters.xml", "report.xml")
+          for n, t, o in _junit_cases(times / f)}  # fmt: skip
+    cached = (times / "cached.txt").read_text().split() if (times / "cached.txt").is_file() else []
+    if phases:
+        total = sum(t for _, t in phases)
+        how = ("every chapter run" if not cached
+               else f"{len(cached)} chapter(s) restored from the test cache")  # fmt: skip
+        lines += [f"`make test`: **{total:.0f} s** ({how}).", "",
+                  "| phase | s |", "|---|---:|"]  # fmt: skip
+        lines += [f"| {n} | {t:.0f} |" for n, t in phases] + [""]
+    else:
+        lines += ["`make test`: no run recorded in this checkout.", ""]
+    book = {}
+    if (executed / "durations.json").is_file():
+        book = json.loads((executed / "durations.json").read_text())
+    if (root / BOOK_TIME).is_file():
+        seconds, scale = (root / BOOK_TIME).read_text().split()[:2]
+        lines += [f"`make book` at `{scale}`: **{float(seconds):.0f} s**.", ""]
+    else:
+        lines += ["`make book`: no run recorded in this checkout.", ""]
+    stems = sorted(set(ci) | set(book) | set(cached))
+    if stems:
+        lines += ["| chapter | `ci` under nbmake (s) | `book` in `make book` (s) |",
+                  "|---|---:|---:|"]  # fmt: skip
+        for s in stems:
+            c = "restored" if s in cached else (f"{ci[s][0]:.0f}" if s in ci else "—")
+            if s in ci and ci[s][1] != "passed":
+                c += f" ({ci[s][1]})"
+            b = f"{book[s]:.0f}" if s in book else "—"
+            lines.append(f"| {s} | {c} | {b} |")
+    return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ from typing import Any, Literal, Union
 
 import torch
 
+from ..book.trying import apply_settings, differences, settings_from_env
 from ..env import SCALES, ConfigError, check_scale, get_device, get_scale
 
 __all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
@@ -132,7 +133,9 @@ def config(module: ModuleType, scale: str | None = None) -> ChapterConfig:
             raise ConfigError(
                 f"{where}: the override {key}={value!r} equals the book default; drop it"
             )
-    return dataclasses.replace(defaults, scale=scale, **changes)
+    cfg = dataclasses.replace(defaults, scale=scale, **changes)
+    tried = settings_from_env(chapter)  # a try run of this chapter (lib.book.trying)
+    return apply_settings(cfg, tried) if tried else cfg
 
 
 def modules() -> dict[str, ModuleType]:
@@ -178,4 +181,27 @@ def announce(module: ModuleType, cpu_threads: int | None = None):
         f"chapter {module.CHAPTER} | BOOK_SCALE={cfg.scale} | device={dev} | "
         f"torch {torch.__version__} | python {platform.python_version()}"
     )
+    if settings_from_env(module.CHAPTER):
+        _try_banner(module, cfg)
     return cfg, dev
+
+
+def _try_banner(module: ModuleType, cfg: ChapterConfig) -> None:
+    """A try run's first output says which settings differ from the book's."""
+    rows = differences(_book_config(module, cfg.scale), cfg)
+    print("a try run, not the book: " + ("; ".join(f"{k}={v!r} (book: {b!r})" for k, v, b in rows)
+                                         or "every setting equals the book's"))  # fmt: skip
+
+
+def _book_config(module: ModuleType, scale: str) -> ChapterConfig:
+    """The chapter's config at ``scale`` as the book runs it (no try settings)."""
+    import os
+
+    from ..book.trying import SET_ENV
+
+    saved = os.environ.pop(SET_ENV, None)
+    try:
+        return config(module, scale)
+    finally:
+        if saved is not None:
+            os.environ[SET_ENV] = saved

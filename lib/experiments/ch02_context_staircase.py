@@ -8,11 +8,14 @@ page.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..style import COLORS, COLUMN, band
 from . import ChapterConfig
 
 CHAPTER = "02_context_staircase"
@@ -148,6 +151,49 @@ MLP3 = "Emb-MLP, three stairs"
 ATTN3 = "attention, three stairs"
 ATTN3_FROZEN = "attention, three stairs, QK frozen"
 SHORT = {MLP2: "mlp2", ATTN: "attn", MLP3: "mlp3", ATTN3: "attn3", ATTN3_FROZEN: "attn3_frozen"}
+ORDER_COLOR = {0: COLORS["order0"], 1: COLORS["order1"], 2: COLORS["order2"]}
+PANEL_HEIGHT = 2.9  # inches per row of panels: R_j above, the sign-bit losses below
+
+
+def init_words(gamma: float, small: float) -> str:
+    """A panel's title for an arm: ``small init (γ = 1)`` or ``large init (γ = 0.3)``; in
+    this book a larger gamma is a smaller init."""
+    return f"{'small' if gamma == small else 'large'} init (γ = {gamma:g})"
+
+
+def draw_arm(top, bottom, run, gamma: float, title: str, legend: bool = True) -> None:
+    """One arm of a staircase run, seeds as bands: the partial alignments R_j against their
+    noise floors (dotted) on ``top``, the sign-bit losses against ln 2 (dashed) on
+    ``bottom``. Step 0 is left out (it cannot sit on the log axis)."""
+    steps, m = run.arm(gamma)
+    for o in run.targets.orders:
+        band(top, steps[1:], m[f"R{o}"][1:], ORDER_COLOR[o], label=f"$R_{o}$")
+        top.axhline(run.floor[o], color=ORDER_COLOR[o], ls=":", lw=1)
+        if o > 0:
+            band(bottom, steps[1:], m[f"bit{o}"][1:], ORDER_COLOR[o], label=f"bit {o}")
+    bottom.axhline(math.log(2), color=COLORS["null"], ls="--", lw=0.8)
+    top.set(ylim=(-0.4, 1.05), title=title, ylabel="$R_j$")
+    bottom.set(xlabel="Adam step", ylabel="bit loss", ylim=(0, 1.0))
+    if legend:
+        top.legend(loc="lower right", ncol=len(run.targets.orders), handlelength=1.2)
+        bottom.legend(loc="lower left", ncol=2, handlelength=1.2)
+
+
+def staircase_figure(rows):
+    """A figure of staircase arms for the page's column: one row per run, titled by its
+    name, with one panel (R_j above, the bit losses below) per arm that was run.
+
+    ``rows``: a list of ``(row title, [(run, gamma, panel title), ...])``."""
+    fig = plt.figure(figsize=(COLUMN, PANEL_HEIGHT * len(rows)), layout="constrained")
+    subs = np.atleast_1d(fig.subfigures(len(rows), 1))
+    for sub, (name, arms) in zip(subs, rows, strict=True):
+        if name:
+            sub.suptitle(name)
+        cells = np.atleast_1d(sub.subfigures(1, len(arms)))
+        for k, (cell, (run, gamma, title)) in enumerate(zip(cells, arms, strict=True)):
+            top, bottom = cell.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+            draw_arm(top, bottom, run, gamma, title, legend=k == 0)
+    return fig
 
 
 def onset_table(runs: dict, seeds) -> pd.DataFrame:

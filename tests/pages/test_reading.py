@@ -87,7 +87,7 @@ const clone = art.cloneNode(true);
 clone.querySelectorAll('.cell_input, .highlight, pre, code, script, style, .headerlink')
   .forEach(e => e.remove());
 const y = window.scrollY;
-const figs = [...art.querySelectorAll('img, svg.book-slider, figure')]
+const figs = [...art.querySelectorAll('img, .book-slider-figure svg, figure')]
   .filter(e => e.getBoundingClientRect().height > 20);
 const first = figs.length ? figs[0].getBoundingClientRect().top + y : null;
 const images = [...art.querySelectorAll('img')].map(i => ({
@@ -288,3 +288,31 @@ def test_pages_are_not_too_tall(measured, page):
     limit = REPORT_PX if is_report(page) else PAGE_PX
     height = measured(page)["height"]
     assert height <= limit, f"{page.name} is {height} px tall with its folds closed (limit {limit})"
+
+
+_SLIDERS = """
+const out = [];
+for (const fig of document.querySelectorAll('.book-slider-figure')) {
+  const s = fig.querySelector('input[type=range]');
+  const live = () => [...fig.querySelectorAll('path[stroke-width]')].map(p => p.getAttribute('d'));
+  const label = () => fig.querySelector('output').textContent;
+  const move = v => { s.value = v; s.dispatchEvent(new Event('input')); return [live(), label()]; };
+  const [a, la] = move(s.min), [b, lb] = move(s.max);
+  out.push({changed: JSON.stringify(a) !== JSON.stringify(b) && la !== lb,
+            positions: +s.max - +s.min + 1, title: fig.innerText.split('\\n')[0]});
+}
+return out;
+"""
+
+
+@pytest.mark.parametrize("page", _PAGES, ids=_id)
+def test_every_slider_moves_its_curves(reader, page):
+    """A slider figure (lib.interactive) redraws its curves and its label when moved, in the
+    built page, offline."""
+    _need(page)
+    reader.get(page.as_uri())
+    sliders = reader.execute_script(_SLIDERS)
+    if not sliders:
+        pytest.skip("no slider on this page")
+    still = [s["title"] for s in sliders if s["positions"] > 1 and not s["changed"]]
+    assert not still, f"{page.name}: sliders that do not redraw: {still}"
