@@ -14,9 +14,11 @@ order-0 geometry, whatever memorizing put into it), which an isotropic Gaussian 
 does not.
 
 A run's **floor** of order :math:`j` (:func:`floor_of`) is the ``q`` quantile, over
-permutations and instances, of the *largest* null :math:`R_j` over the run's logged steps:
-a stair is read at its best moment (its peak decides whether it comes at all), so chance
-is read at its best moment too.
+permutations and instances, of the *largest* null :math:`R_j` over the run's logged steps.
+A stair comes when its :math:`R_j` ever passes the floor, so chance is given the same
+chances: its best moment over the same steps. (The largest per-step quantile instead, as
+Chapter 5 reads its bands, lets a curve without a stair cross it at some step far more
+often than 1 - q: one look per logged step.)
 """
 
 from __future__ import annotations
@@ -136,4 +138,6 @@ def floor_of(null_curve, q: float = 0.95) -> float:
     if v.ndim != 3:
         raise ValueError(f"the null curve must be (n_logs, K, n_perm), got shape {v.shape}")
     peak = np.nanmax(np.where(np.isnan(v), -np.inf, v), axis=0)
+    if not np.isfinite(peak).any():
+        raise ValueError("the null curve has no finite value")
     return float(np.quantile(peak[np.isfinite(peak)], q))

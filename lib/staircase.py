@@ -209,12 +209,25 @@ def selective_targets(data, layout) -> OrderTargets:
 
 def label_null(data, layout, n_perm: int, seed: int = 0, targets=parity_targets):
     """The label-permutation null (:class:`lib.nulls.PermutationNull`) of ``targets(data,
-    layout)``: the same signatures counted on ``n_perm`` permutations of the labels."""
+    layout)``: the same signatures counted on ``n_perm`` permutations of the labels.
+
+    Order 0 is read against whole labels permuted across sequences. The orders above it are
+    read against the label *blocks* permuted (``y mod B`` kept, ``y div B`` permuted,
+    ``B = layout.block``): every bit loses its link to the context while each label's
+    order-0 part stays where it was, so the null of a higher order keeps the order-0
+    geometry that its partial R controls for (a conditional permutation test).
+    """
     import dataclasses
 
-    return PermutationNull.of_labels(
-        lambda y: targets(dataclasses.replace(data, y=y), layout), data.y, n_perm, seed
-    )
+    from .nulls import permuted_labels
+
+    y, B = torch.as_tensor(data.y), int(layout.block)
+    of = lambda labels: targets(dataclasses.replace(data, y=labels), layout).phis
+    whole = permuted_labels(y, n_perm, seed)
+    blocks = [y % B + B * yb for yb in permuted_labels(y // B, n_perm, seed + 1)]
+    permuted = [{0: of(a)[0]} | {o: p for o, p in of(b).items() if o > 0}
+                for a, b in zip(whole, blocks, strict=True)]  # fmt: skip
+    return PermutationNull(of(y), permuted)
 
 
 def order_partials(dE, targets: OrderTargets) -> dict:
