@@ -64,6 +64,8 @@ class Config(ChapterConfig):
         share of at least climb_min of all its (seed, copy) instances.
     frozen_max: the frozen-QK control fails in every seed: at most this share of its
         copies climbs in any seed.
+    first_min: the order is a finding only if it holds in most instances: attention finds
+        the gates before the order-1 onset in at least this share of the climbing ones.
     ratio_grid, ratio_seeds, ratio_steps: the QK/OV rate-ratio sweep (eta_QK = r * lr),
         factorized and collapsed QK, one batched run each, one instance per (r, seed).
     conv_frac: Chapter 9's convergence rule on this task: an instance has converged when
@@ -89,6 +91,7 @@ class Config(ChapterConfig):
     delta: float = 0.1
     climb_min: float = 0.3
     frozen_max: float = 0.0
+    first_min: float = 0.9
     ratio_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
     ratio_seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
     ratio_steps: int = 800
