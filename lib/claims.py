@@ -38,8 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .book.trying import trying
-from .env import smoke
+from .env import smoke, trying
 from .page import MISSING
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}

@@ -163,3 +163,13 @@ def cpu_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+# A try run (``make try``, lib.book.trying): a reader's settings for one chapter.
+SET_ENV = "BOOK_TRY_SET"
+CHAPTER_ENV = "BOOK_TRY_CHAPTER"
+
+
+def trying() -> bool:
+    """Whether this process runs a try (its claims are recorded, not asserted)."""
+    return bool(os.environ.get(SET_ENV))

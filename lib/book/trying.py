@@ -17,88 +17,15 @@ config, as Chapter 11 reads Chapter 2's, keeps that one's book values).
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import difflib
 import hashlib
 import os
-import re
 import shutil
 from pathlib import Path
 
-from ..env import ConfigError
+from ..env import CHAPTER_ENV, SET_ENV, ConfigError
+from ..experiments.settings import apply_settings, differences, parse_settings
 
-SET_ENV = "BOOK_TRY_SET"
-CHAPTER_ENV = "BOOK_TRY_CHAPTER"
 TRY_DIR = Path("build") / "try"
-
-_PAIR = re.compile(r"(?:^|\s)([A-Za-z_]\w*)\s*=")
-
-
-def _tuples(value):
-    if isinstance(value, list | tuple):
-        return tuple(_tuples(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _tuples(v) for k, v in value.items()}
-    return value
-
-
-def parse_settings(text: str) -> dict:
-    """``"gammas=(0.5, 1.0) seeds=(0, 1)"`` -> ``{"gammas": (0.5, 1.0), "seeds": (0, 1)}``.
-
-    Each value is a Python literal (a number, a string in quotes, a tuple or list, a dict);
-    lists become tuples. Raises :class:`ConfigError` with one line for anything else."""
-    text = (text or "").strip()
-    if not text:
-        raise ConfigError('SET is empty: name at least one setting, e.g. SET="seeds=(0, 1)"')
-    keys = list(_PAIR.finditer(text))
-    if not keys or text[: keys[0].start()].strip():
-        raise ConfigError(f'SET={text!r}: write key=value pairs, e.g. SET="gammas=(0.5, 1.0)"')
-    out = {}
-    for i, m in enumerate(keys):
-        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
-        raw = text[m.end() : end].strip()
-        try:
-            out[m.group(1)] = _tuples(ast.literal_eval(raw))
-        except (ValueError, SyntaxError):
-            raise ConfigError(
-                f"SET: the value of {m.group(1)} ({raw!r}) is not a Python literal; write "
-                f"e.g. {m.group(1)}=(0.5, 1.0), {m.group(1)}=0.3 or {m.group(1)}='adam'"
-            ) from None
-    return out
-
-
-def apply_settings(cfg, settings: dict):
-    """``cfg`` with ``settings`` applied, validated: an unknown key gets a "did you mean",
-    a value of the wrong type one line naming the type (the Config's own check)."""
-    names = [f.name for f in dataclasses.fields(cfg) if f.name != "scale"]
-    for key in settings:
-        if key not in names:
-            near = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean {near[0]!r}?" if near else f"its keys are: {', '.join(names)}"
-            raise ConfigError(f"chapter {cfg.chapter()} has no setting {key!r}; {hint}")
-    return dataclasses.replace(cfg, **settings)
-
-
-def settings_from_env(chapter: str) -> dict | None:
-    """The try run's settings when this process runs a try of ``chapter``, else None."""
-    if os.environ.get(CHAPTER_ENV) != chapter or not os.environ.get(SET_ENV):
-        return None
-    return parse_settings(os.environ[SET_ENV])
-
-
-def trying() -> bool:
-    """Whether this process runs a try (its claims are recorded, not asserted)."""
-    return bool(os.environ.get(SET_ENV))
-
-
-def differences(book_cfg, tried_cfg) -> list[tuple[str, object, object]]:
-    """``(key, tried value, book value)`` for every setting that differs."""
-    return [
-        (f.name, getattr(tried_cfg, f.name), getattr(book_cfg, f.name))
-        for f in dataclasses.fields(book_cfg)
-        if getattr(tried_cfg, f.name) != getattr(book_cfg, f.name)
-    ]
 
 
 def folder_for(stem: str, settings_text: str, scale: str, device: str, root: Path) -> Path:

@@ -37,8 +37,8 @@ from typing import Any, Literal, Union
 
 import torch
 
-from ..book.trying import apply_settings, differences, settings_from_env
 from ..env import SCALES, ConfigError, check_scale, get_device, get_scale
+from .settings import apply_settings, differences, settings_from_env
 
 __all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
 
@@ -197,7 +197,7 @@ def _book_config(module: ModuleType, scale: str) -> ChapterConfig:
     """The chapter's config at ``scale`` as the book runs it (no try settings)."""
     import os
 
-    from ..book.trying import SET_ENV
+    from ..env import SET_ENV
 
     saved = os.environ.pop(SET_ENV, None)
     try:
