@@ -157,11 +157,10 @@ OVERRIDES = {
 # The chapter's runs, by name, and the short names of their glue keys.
 MLP2 = "Emb-MLP, two stairs"
 CONTROL = "control: shuffled labels"
-ATTN = "attention, two stairs"
+ATTN = "attention, two stairs"  # small init, an ensemble of copies per seed
+ATTN_LARGE = "attention, two stairs, large init"
 MLP3 = "Emb-MLP, three stairs"
-ATTN3 = "attention, three stairs"
-ATTN3_FROZEN = "attention, three stairs, QK frozen"
-SHORT = {MLP2: "mlp2", ATTN: "attn", MLP3: "mlp3", ATTN3: "attn3", ATTN3_FROZEN: "attn3_frozen"}
+SHORT = {MLP2: "mlp2", ATTN: "attn", ATTN_LARGE: "attn_large", MLP3: "mlp3"}
 ORDER_COLOR = {0: COLORS["order0"], 1: COLORS["order1"], 2: COLORS["order2"]}
 PANEL_HEIGHT = 2.9  # inches per row of panels: R_j above, the sign-bit losses below
 
@@ -208,25 +207,20 @@ def staircase_figure(rows):
 
 
 def onset_table(runs: dict, seeds) -> pd.DataFrame:
-    """One row per (run, gamma, seed): onsets, escapes and the next order's R on each plateau."""
+    """One row per (run, gamma, seed): onsets, escapes and the next order's R on each plateau
+    (copy 0, the seed itself, of a run with copies)."""
     rows = []
     for name, run in runs.items():
         for gamma in run.gammas:
             s = run.stairs(gamma)
-            for k, seed in enumerate(seeds):
+            for i, seed in enumerate(seeds):
+                k = i * run.copies
                 row = {"run": name, "gamma": gamma, "seed": seed}
                 row.update({f"onset {o}": s.onsets[o][k] for o in s.onsets})
                 row.update({f"escape {o}": s.escapes[o][k] for o in s.escapes})
                 row.update({f"R{o} on plateau {o}": s.plateau_R[o][k] for o in s.plateau_R})
                 rows.append(row)
     return pd.DataFrame(rows)
-
-
-def speedup(run, bit: int, gamma: float, gamma_large: float) -> float:
-    """Median escape step of ``bit`` at small init over that at the run's large init."""
-    esc_small = run.stairs(gamma).escapes[bit]
-    esc_large = run.stairs(gamma_large).escapes[bit]
-    return float(np.median(esc_small) / np.median(esc_large))
 
 
 def escape_summary(stairs) -> dict:
