@@ -20,6 +20,7 @@ gamma and seed, whose :meth:`BitRun.stairs` reads all of that off one arm (:clas
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from .engine import History, cached_callbacks, train
 from .env import cpu_threads
 from .init import perturb
 from .models import build
-from .nulls import PermutationNull, floor_of
+from .nulls import PermutationNull, floor_of, permuted_labels
 from .sweep import Sweep
 
 __all__ = [
@@ -217,10 +218,6 @@ def label_null(data, layout, n_perm: int, seed: int = 0, targets=parity_targets)
     order-0 part stays where it was, so the null of a higher order keeps the order-0
     geometry that its partial R controls for (a conditional permutation test).
     """
-    import dataclasses
-
-    from .nulls import permuted_labels
-
     y, B = torch.as_tensor(data.y), int(layout.block)
     of = lambda labels: targets(dataclasses.replace(data, y=labels), layout).phis
     whole = permuted_labels(y, n_perm, seed)

@@ -80,3 +80,22 @@ def test_floor_of_reads_the_peak_over_steps_and_ignores_nan():
         nulls.floor_of(v[0], 0.9)
     with pytest.raises(ValueError, match="q"):
         nulls.floor_of(v, 1.0)
+
+
+def test_label_null_permutes_whole_labels_for_order_0_and_blocks_above():
+    seen = []
+
+    def targets(data, layout):
+        seen.append(data.y.clone())
+        return st.parity_targets(data, layout)
+
+    st.label_null(DATA, LAY, n_perm=4, seed=2, targets=targets)
+    y, B = DATA.y, LAY.block
+    real, perms = seen[-1], seen[:-1]  # the real signatures are counted last
+    assert torch.equal(real, y) and len(perms) == 8  # a whole and a block permutation each
+    whole, blocks = perms[0::2], perms[1::2]
+    for w, b in zip(whole, blocks, strict=True):
+        assert sorted(w.tolist()) == sorted(y.tolist()) and not torch.equal(w, y)
+        assert torch.equal(b % B, y % B)  # order 0 stays where it was
+        assert sorted((b // B).tolist()) == sorted((y // B).tolist())
+        assert not torch.equal(b, y)
