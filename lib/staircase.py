@@ -109,7 +109,7 @@ def copy_params(model, sweep: Sweep, copy_rel: float, device="cpu") -> dict:
     (:func:`lib.init.perturb`), so a copy is the same whatever else shares the batch.
     """
     seed_k = [int(s) for s in sweep["seed"]]
-    params = build(model, seed_k, gamma=[float(g) for g in sweep["gamma"]], device=device)
+    params = build(model, seed_k, gamma=[float(gamma) for gamma in sweep["gamma"]], device=device)
     if "copy" not in sweep.axes:
         return params
     copy_k = np.array(sweep["copy"])

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..style import COLORS, COLUMN, band
+from ..style import COLORS, band, figsize
 from . import ChapterConfig
 
 CHAPTER = "02_context_staircase"
@@ -194,7 +194,8 @@ def staircase_figure(rows):
     name, with one panel (R_j above, the bit losses below) per arm that was run.
 
     ``rows``: a list of ``(row title, [(run, gamma, panel title), ...])``."""
-    fig = plt.figure(figsize=(COLUMN, PANEL_HEIGHT * len(rows)), layout="constrained")
+    size = figsize(ncols=2, nrows=len(rows), row_height=PANEL_HEIGHT)  # the column's width
+    fig = plt.figure(figsize=size, layout="constrained")
     subs = np.atleast_1d(fig.subfigures(len(rows), 1))
     for sub, (name, arms) in zip(subs, rows, strict=True):
         if name:
