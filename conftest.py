@@ -45,6 +45,7 @@ KNOWN_SECONDS = {
     "09_qk_rate_and_the_staircase": 56,
     "10_what_sets_the_order": 38,
     "11_plateau_length_under_adam": 20,
+    "12_attention_that_learns": 60,
     "99_report": 4,
 }
 

@@ -4,7 +4,8 @@ Core: ``env`` (scale, device, quietness, ``ConfigError``), ``init`` (the one ini
 function), ``models`` (the batched models), ``engine`` (batched training), ``sweep``
 (labelled grids of instances), ``tasks`` (the synthetic tasks), ``corpora`` (offline
 corpora and tokenizers; ``corpus_files``: their files, checked before they are read), ``signatures`` (probability signatures), ``metrics`` (alignment,
-partial correlation, onsets, attention entropy, matched-loss reading), ``style`` (the
+partial correlation, onsets, attention entropy, matched-loss reading), ``nulls``
+(label-permutation floors), ``rates`` (rates over perturbed copies, Wilson intervals), ``style`` (the
 figure style and palettes) and ``interactive`` (offline slider figures). Per topic:
 ``staircase`` (the context staircase), ``probes`` (held-out linear probes: where a
 feature lives), ``adam_plateau`` (the bit-1 plateau under Adam: its symmetry, contrast and

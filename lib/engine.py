@@ -72,6 +72,14 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ce.view(K, -1).mean(1)
 
 
+def soft_cross_entropy(logits: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy per instance against target weights: logits (K, B, C), ``P`` (B, C)
+    or (K, B, C), e.g. the label distributions of :func:`lib.tasks.label_distributions`:
+    ``-(P * log_softmax(logits)).sum(-1).mean(-1)`` -> (K,)."""
+    logp = torch.log_softmax(logits, -1)
+    return -(P.to(logp.dtype) * logp).sum(-1).mean(-1)
+
+
 def instance_batches(datasets, assignment, batch_size: int, seed: int = 0):
     """A batch stream in which instance k trains on ``datasets[assignment[k]]``.
 

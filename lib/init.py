@@ -98,23 +98,33 @@ def init_params(
 
 
 def perturb(
-    params: Mapping[str, torch.Tensor], rel: float, seed: int = 0
+    params: Mapping[str, torch.Tensor],
+    rel: float | Sequence[float],
+    seed: int = 0,
+    keys: Sequence[int] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A copy of ``params`` with every entry multiplied by ``1 + rel * z``, ``z ~ N(0, 1)``.
 
-    The stability checks rerun a seed from this copy (``rel = 1e-6``): a verdict that flips
-    under it hinged on float rounding. Instance k's noise comes from its own generator,
-    seeded with ``(seed, k)``; the copy is a new leaf with ``requires_grad`` set.
+    A relative ``rel = 1e-6`` changes an init by about its float32 rounding: a verdict that
+    flips under it is a coin, whose odds an ensemble of such copies measures
+    (:func:`lib.staircase.train_bits` with ``copies``). ``rel`` is one value or one per
+    instance (0 leaves an instance as it is). Instance k's noise comes from its own
+    generator, seeded with ``(seed, keys[k])`` (default ``keys[k] = k``), so an instance's
+    noise does not depend on which other instances share the batch when ``keys`` names it.
+    The copy is a new leaf with ``requires_grad`` set.
     """
-    if not rel >= 0:
-        raise ValueError(f"rel must be >= 0, got {rel}")
-    out = {}
     K = next(iter(params.values())).shape[0]
-    gens = [torch.Generator().manual_seed(int(seed) * 1_000_003 + k) for k in range(K)]
+    rel_k = per_instance(rel, K, "rel", nonnegative=True)
+    keys = list(range(K)) if keys is None else [int(k) for k in keys]
+    if len(keys) != K:
+        raise ValueError(f"keys has {len(keys)} values but there are K={K} instances")
+    gens = [torch.Generator().manual_seed(int(seed) * 1_000_003 + k) for k in keys]
+    out = {}
     for name, p in params.items():
         z = torch.stack(
             [torch.randn(p.shape[1:], generator=gen, dtype=torch.float64) for gen in gens]
         )
-        q = p.detach().double() * (1 + rel * z.to(p.device))
+        scale = 1 + rel_k.view(-1, *([1] * (p.dim() - 1))) * z
+        q = p.detach().double() * scale.to(p.device)
         out[name] = q.to(p.dtype).requires_grad_(True)
     return out

@@ -20,6 +20,7 @@ gamma and seed, whose :meth:`BitRun.stairs` reads all of that off one arm (:clas
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from .engine import History, cached_callbacks, train
 from .env import cpu_threads
 from .init import perturb
 from .models import build
+from .nulls import PermutationNull, floor_of, permuted_labels
 from .sweep import Sweep
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "OrderTargets",
     "order_targets",
     "parity_targets",
+    "selective_targets",
+    "label_null",
     "order_partials",
     "order_noise_floor",
     "bit_callbacks",
@@ -48,6 +52,7 @@ __all__ = [
     "stair_onsets",
     "staircase_climbs",
     "train_bits",
+    "copy_params",
     "plateau_mask",
     "plateau_and_fall",
     "Stairs",
@@ -74,17 +79,42 @@ def increment(E, E0, tokens: Sequence[int], subtract_mean_row: bool = True) -> t
     return dE
 
 
-def _gamma_seed_sweep(seeds, gammas, who: str) -> Sweep:
-    """The gamma-major grid of a run (seed fastest), as a :class:`lib.sweep.Sweep`."""
+def _gamma_seed_sweep(seeds, gammas, who: str, copies: int = 1) -> Sweep:
+    """The gamma-major grid of a run (seed, then copy, fastest), as a :class:`lib.sweep.Sweep`.
+
+    With ``copies > 1`` the grid has a third axis, ``copy``: the perturbed copies of a seed.
+    """
     if len(seeds) == 0 or len(gammas) == 0:
         raise ValueError(f"{who} needs at least one seed and one gamma")
-    return Sweep(gamma=[float(x) for x in gammas], seed=[int(s) for s in seeds])
+    if copies < 1:
+        raise ValueError(f"{who} needs copies >= 1, got {copies}")
+    axes = dict(gamma=[float(x) for x in gammas], seed=[int(s) for s in seeds])
+    return Sweep(**axes, **({"copy": list(range(copies))} if copies > 1 else {}))
 
 
 def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-instance (gamma, seed) of the gamma-major grid."""
     sw = _gamma_seed_sweep(seeds, gammas, who)
     return np.array(sw["gamma"]), np.array(sw["seed"])
+
+
+COPY_NOISE_SEED = 11  # the generator family of the copies' perturbations (lib.init.perturb)
+
+
+def copy_params(model, sweep: Sweep, copy_rel: float, device="cpu") -> dict:
+    """The initial weights of every instance of ``sweep`` (axes gamma, seed and maybe copy).
+
+    Copy 0 of a seed is the seed's own init; copy ``c > 0`` multiplies every weight by
+    ``1 + copy_rel * z`` with noise of its own, drawn from (seed, copy) alone
+    (:func:`lib.init.perturb`), so a copy is the same whatever else shares the batch.
+    """
+    seed_k = [int(s) for s in sweep["seed"]]
+    params = build(model, seed_k, gamma=[float(gamma) for gamma in sweep["gamma"]], device=device)
+    if "copy" not in sweep.axes:
+        return params
+    copy_k = np.array(sweep["copy"])
+    keys = [s * 10_007 + int(c) for s, c in zip(seed_k, copy_k, strict=True)]
+    return perturb(params, (copy_k > 0) * float(copy_rel), seed=COPY_NOISE_SEED, keys=keys)
 
 
 # ---------------------------------------------------------------------------
@@ -170,6 +200,33 @@ def parity_targets(data, layout) -> OrderTargets:
     )
 
 
+def selective_targets(data, layout) -> OrderTargets:
+    """:func:`order_targets` of the anchors of :func:`lib.tasks.selective_parity_bits`: order 1
+    is the interaction with the gate at the counting position (just before the anchor)."""
+    return order_targets(
+        data.X, data.y, data.n_labels, layout.anchors, layout.gate_pos, layout.gates
+    )
+
+
+def label_null(data, layout, n_perm: int, seed: int = 0, targets=parity_targets):
+    """The label-permutation null (:class:`lib.nulls.PermutationNull`) of ``targets(data,
+    layout)``: the same signatures counted on ``n_perm`` permutations of the labels.
+
+    Order 0 is read against whole labels permuted across sequences. The orders above it are
+    read against the label *blocks* permuted (``y mod B`` kept, ``y div B`` permuted,
+    ``B = layout.block``): every bit loses its link to the context while each label's
+    order-0 part stays where it was, so the null of a higher order keeps the order-0
+    geometry that its partial R controls for (a conditional permutation test).
+    """
+    y, B = torch.as_tensor(data.y), int(layout.block)
+    of = lambda labels: targets(dataclasses.replace(data, y=labels), layout).phis
+    whole = permuted_labels(y, n_perm, seed)
+    blocks = [y % B + B * yb for yb in permuted_labels(y // B, n_perm, seed + 1)]
+    permuted = [{0: of(a)[0]} | {o: p for o, p in of(b).items() if o > 0}
+                for a, b in zip(whole, blocks, strict=True)]  # fmt: skip
+    return PermutationNull(of(y), permuted)
+
+
 def order_partials(dE, targets: OrderTargets) -> dict:
     """Partial :math:`R_{\\cos}` of each order, controlling for all the other orders.
 
@@ -196,10 +253,14 @@ def order_noise_floor(targets: OrderTargets, d: int, n: int = 2000, q: float = 0
     return {o: float(torch.quantile(v, q)) for o, v in order_partials(dE, targets).items()}
 
 
-def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E") -> dict:
+def bit_callbacks(
+    model, data, layout, targets: OrderTargets, E0, emb: str = "E", null=None
+) -> dict:
     r"""Callbacks logging the staircase of the gated-parity-bit task, per instance (K,).
 
     * ``R{o}``: the partial :math:`R_{\cos}` of order ``o`` on the anchors' increment;
+    * with ``null`` (a :class:`lib.nulls.PermutationNull` of ``targets``), ``null{o}``:
+      ``(K, n_perm)``, the same reading against each label-permuted signature;
     * ``loss``-like curves on the whole of ``data``: ``loss_all`` (cross-entropy), ``acc``,
       and for each bit ``j`` the **sign-bit loss**
       :math:`-\log\frac{p(y)}{p(y)+p(y')}`, with :math:`y'` the label with bit ``j``
@@ -219,6 +280,8 @@ def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E"
     def measure(step, params):
         dE = increment(params[emb], E0, tok, subtract_mean_row=True)
         v = {f"R{o}": r for o, r in order_partials(dE, targets).items()}
+        if null is not None:
+            v.update({f"null{o}": r for o, r in null(dE).items()})
         lp = torch.log_softmax(model.forward(params, X).double(), -1)  # (K, N, n)
         at = lambda labels: lp.gather(-1, labels.expand(lp.shape[:-1])[..., None])[..., 0]
         ly = at(y)
@@ -230,7 +293,7 @@ def bit_callbacks(model, data, layout, targets: OrderTargets, E0, emb: str = "E"
         return v
 
     names = [f"R{o}" for o in targets.orders] + ["loss_all", "acc"]
-    names += [f"bit{j}" for j in flips]
+    names += [f"bit{j}" for j in flips] + ([f"null{o}" for o in null.orders] if null else [])
     return cached_callbacks(measure, names)
 
 
@@ -325,11 +388,24 @@ def train_bits(
     perturb_init: float = 0.0,
     threads: int | None = None,
     probes: bool = False,
+    copies: int = 1,
+    copy_rel: float = 1e-6,
+    null=None,
+    fit_data=None,
+    params_out: dict | None = None,
     **train_kwargs,
 ) -> tuple[History, np.ndarray, np.ndarray]:
     """One batched run of the gated-parity-bit task over every (gamma, seed) pair.
 
-    Instances are gamma-major (seed fastest). Weights named in
+    Instances are gamma-major (seed, then copy, fastest). With ``copies > 1`` each seed is
+    an ensemble: copy 0 is the seed's own init, and every other copy multiplies it by
+    ``1 + copy_rel * z`` (:func:`copy_params`): a verdict's odds under rounding-sized
+    changes are read off the copies (:mod:`lib.rates`). ``null`` (a
+    :class:`lib.nulls.PermutationNull`) logs the permutation null of every order.
+    ``fit_data`` (an ``(X, target)`` pair, with its ``loss_fn``) is what the run trains on
+    instead of ``(data.X, data.y)``, e.g. :func:`lib.tasks.label_distributions` with
+    :func:`lib.engine.soft_cross_entropy`; the callbacks still read ``data``. ``params_out``
+    (a dict) receives the trained weights. Weights named in
     ``zero_frozen`` are set to zero and not trained (e.g. ``("P",)``: an attention model
     without position embeddings). ``perturb_init`` multiplies every initial weight by
     ``1 + perturb_init * z`` (:func:`lib.init.perturb`, seed 1): the rerun of the stability
@@ -339,25 +415,29 @@ def train_bits(
     other keyword arguments go to :func:`lib.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
-    gamma_k, seed_k = _gamma_seed_grid(seeds, gammas, "train_bits")
-    params = build(model, seed_k.tolist(), gamma=gamma_k.tolist(), device=device)
+    sweep = _gamma_seed_sweep(seeds, gammas, "train_bits", copies)
+    gamma_k, seed_k = np.array(sweep["gamma"]), np.array(sweep["seed"])
+    params = copy_params(model, sweep, copy_rel, device=device)
     if perturb_init:
         params = perturb(params, perturb_init, seed=1)
     with torch.no_grad():
         for name in zero_frozen:
             params[name].zero_()
     callbacks = dict(train_kwargs.pop("callbacks", None) or {})
-    callbacks.update(bit_callbacks(model, data, layout, targets, params["E"]))
+    callbacks.update(bit_callbacks(model, data, layout, targets, params["E"], null=null))
     if probes:
         from .probes import bit_probe_callbacks
 
         callbacks.update(bit_probe_callbacks(model, data, layout, targets, params))
     frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
-    X, y = data.X.to(device), data.y.to(device)
+    X, y = (data.X, data.y) if fit_data is None else fit_data
+    X, y = X.to(device), y.to(device)
     with cpu_threads(threads):
         history = train(
             model, params, (X, y), steps, callbacks=callbacks, frozen=frozen, **train_kwargs
         )
+    if params_out is not None:
+        params_out.update({n: p.detach() for n, p in params.items()})
     return history, gamma_k, seed_k
 
 
@@ -436,34 +516,59 @@ class BitRun:
 
     Attributes:
         history: the run's :class:`lib.engine.History` (instances gamma-major).
-        sweep: its :class:`lib.sweep.Sweep` over ``gamma`` and ``seed``.
+        sweep: its :class:`lib.sweep.Sweep` over ``gamma`` and ``seed`` (and ``copy``, for
+            an ensemble run: the arrays of :meth:`arm` then hold every (seed, copy)
+            instance, seed-major, and :meth:`per_seed` folds them back).
         targets: the :class:`OrderTargets` it was measured against.
-        floor: ``{order: noise floor}`` (:func:`order_noise_floor`).
+        floor: ``{order: floor}``, the permutation floor (:func:`lib.nulls.floor_of`) or a
+            Gaussian one (:func:`order_noise_floor`).
+        params: the trained weights of every instance (set by :func:`run_bits`).
     """
 
     history: History
     sweep: Sweep
     targets: OrderTargets
     floor: dict
+    params: dict | None = None
 
     @property
     def gammas(self) -> list[float]:
         """The run's gammas, ascending."""
         return sorted(self.sweep.axes["gamma"])
 
+    @property
+    def copies(self) -> int:
+        """Copies per seed (1 for a run without an ensemble)."""
+        return len(self.sweep.axes.get("copy", [0]))
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.sweep.axes["seed"])
+
+    def per_seed(self, values) -> np.ndarray:
+        """Per-instance values of one arm, ``(seeds * copies, ...)``, as ``(seeds, copies, ...)``."""
+        v = np.asarray(values)
+        return v.reshape(len(self.seeds), self.copies, *v.shape[1:])
+
     @functools.cached_property
     def data(self):
-        """Every logged metric as an ``xarray.Dataset`` with dims ``(step, gamma, seed)``."""
+        """Every logged metric as an ``xarray.Dataset`` with dims ``(step, gamma, seed[, copy])``."""
         return self.sweep.dataset(self.history)
 
     def arm(self, gamma: float) -> tuple[np.ndarray, dict]:
-        """Steps and ``{metric: (n_logs, seeds)}`` of the instances at ``gamma``."""
+        """Steps and ``{metric: (n_logs, instances, ...)}`` of the instances at ``gamma``:
+        one per seed, or one per (seed, copy) of an ensemble run, seed-major."""
         ds = self.data
         if float(gamma) not in self.sweep.axes["gamma"]:
             raise KeyError(f"gamma={gamma} was not run; gammas: {self.sweep.axes['gamma']}")
-        return self.history.steps, {
-            k: ds[k].sel(gamma=float(gamma)).transpose("step", "seed").values for k in ds
-        }
+        inst = ("seed", "copy") if "copy" in self.sweep.axes else ("seed",)
+        n = len(self.history.steps)
+
+        def values(k):
+            v = ds[k].sel(gamma=float(gamma)).transpose("step", *inst, ...).values
+            return v.reshape(n, -1, *v.shape[1 + len(inst) :])
+
+        return self.history.steps, {k: values(k) for k in ds}
 
     def onset_levels(self, gamma: float) -> dict:
         """``{order: (seeds,)}``: the level of R at which :func:`stair_onsets` puts each
@@ -506,15 +611,26 @@ class BitRun:
         return Stairs(on, esc, masks, med)
 
 
-def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, floor, **kw):
+def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, floor=None, **kw):
     """:func:`train_bits` over every (gamma, seed), returned as a labelled :class:`BitRun`.
 
-    The arguments are those of :func:`train_bits`, and ``floor`` (a dict), the noise floor
-    the run's stairs are read against; every other keyword argument goes to
-    :func:`train_bits`.
+    The arguments are those of :func:`train_bits`, and ``floor`` (a dict), the floor the
+    run's stairs are read against. With ``null`` (a :class:`lib.nulls.PermutationNull`)
+    and no ``floor``, the floor is the run's own permutation floor
+    (:func:`lib.nulls.floor_of` at ``null_q``, default 0.95, over every instance of the
+    run). Every other keyword argument goes to :func:`train_bits`.
     """
-    history, _, _ = train_bits(model, data, layout, targets, seeds, gammas, steps, **kw)
-    return BitRun(history, _gamma_seed_sweep(seeds, gammas, "run_bits"), targets, floor)
+    q = kw.pop("null_q", 0.95)
+    if (floor is None) == (kw.get("null") is None):
+        raise ValueError("run_bits needs a floor or a null (a PermutationNull), not both")
+    params: dict = {}
+    history, _, _ = train_bits(
+        model, data, layout, targets, seeds, gammas, steps, params_out=params, **kw
+    )
+    if floor is None:
+        floor = {o: floor_of(history[f"null{o}"], q) for o in targets.orders}
+    sweep = _gamma_seed_sweep(seeds, gammas, "run_bits", kw.get("copies", 1))
+    return BitRun(history, sweep, targets, floor, params)
 
 
 def rerun_horizon(steps, base: Stairs, tol: int) -> int:

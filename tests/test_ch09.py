@@ -14,9 +14,9 @@ from lib.experiments import config
 
 
 def test_gate_blind_keeps_order0_and_removes_bit1_information():
-    task = ex.parity_task(12, 12, d=16, floor_samples=50)
+    task = ex.parity_task(12, 12, n_perm=5)
     data, layout = task.data, task.layout
-    blind, own = ex.gate_blind(task, seed=0)
+    blind, own = ex.gate_blind(task, seed=0, n_perm=5)
     lay = blind.layout
     B = layout.block
     # The order-0 part i_z + a of every label is kept; only the block (bit 1) changes.
@@ -31,10 +31,10 @@ def test_gate_blind_keeps_order0_and_removes_bit1_information():
         rows = (2 * g + odd) == cell
         assert abs(float((lay.bit1[rows] == 1).double().mean()) - 0.5) < 0.2
         assert float((layout.bit1[rows] == 1).double().mean()) in (0.0, 1.0)
-    # The control is read against the rule's targets and floors; its own targets differ.
-    assert blind.targets is task.targets and blind.floor is task.floor
-    assert set(own.phis) == {0, 1}
-    assert not torch.allclose(own.phis[1], task.targets.phis[1])
+    # The control is read against the rule's targets and null; its own targets differ.
+    assert blind.targets is task.targets and blind.null is task.null
+    assert set(own.targets.phis) == {0, 1} and own.null is not task.null
+    assert not torch.allclose(own.targets.phis[1], task.targets.phis[1])
 
 
 def test_staircase_config_is_chapter_2s_and_refuses_a_mismatch():
@@ -48,20 +48,20 @@ def test_staircase_config_is_chapter_2s_and_refuses_a_mismatch():
 
 
 def _small(cfg, **kw):
-    return dataclasses.replace(
-        cfg, d_model=16, d_hidden=16, n_logs=4, floor_samples=50, n_boot=50, **kw
-    )
+    return dataclasses.replace(cfg, d_model=16, d_hidden=16, n_logs=4, null_perm=5, n_boot=50, **kw)
 
 
 @pytest.mark.parametrize("ov", ["learned", "identity"])
 def test_the_sweep_runs_and_is_summarized_per_instance(ov):
     cfg = _small(config(ex, "ci"))
-    task = ex.parity_task(4, 8, cfg.d_model, cfg.floor_samples)
+    task = ex.parity_task(4, 8, cfg.null_perm)
     sw = ex.rate_sweep((0.1, 1.0), (0, 1))
     for qk in cfg.qk_kinds:
         model = ex.attention_model(task.data, cfg.d_model, cfg.d_hidden, qk, ov)
         h = ex.train_rates(cfg, model, task, sw, "cpu", steps=12, n_logs=4)
-        ds = ex.stair_summary(h, sw, task.floor, cfg)
+        floor = ex.run_floor(h, cfg)
+        assert set(floor) == {0, 1} and h["null1"].shape[1:] == (4, 5)
+        ds = ex.stair_summary(h, sw, floor, cfg)
         assert ds["escape1"].dims == ("r", "seed") and ds["escape1"].shape == (2, 2)
         # Attention starts uniform over the three positions, and W_QK has not moved.
         np.testing.assert_allclose(h["attn"][0], 1 / 3, atol=1e-3)
@@ -146,7 +146,7 @@ def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
     path and MLP: the same numbers as the full forward's, shared (N, L) and (K, N, L) inputs."""
     from lib import models
 
-    task = ex.parity_task(4, 8, 16, floor_samples=50)
+    task = ex.parity_task(4, 8, n_perm=5)
     model = ex.attention_model(task.data, 16, 16, qk, ov)
     params0 = models.build(model, [0, 1, 2], gamma=0.5)
     gen = torch.Generator().manual_seed(0)

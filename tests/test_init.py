@@ -21,3 +21,16 @@ def test_perturb_is_relative_per_instance_and_a_fresh_leaf():
     assert torch.equal(init.perturb(params, 0.0)["E"], params["E"])
     with pytest.raises(ValueError, match="rel"):
         init.perturb(params, -1.0)
+
+
+def test_perturb_per_instance_rel_and_keys():
+    model = models.EmbMLP.example()
+    params = models.build(model, [0, 0, 0], gamma=1.0)  # three copies of one init
+    out = init.perturb(params, [0.0, 1e-3, 1e-3], seed=2, keys=[7, 8, 9])
+    assert torch.equal(out["E"][0], params["E"][0])  # rel 0: left as it is
+    assert not torch.equal(out["E"][1], out["E"][2])  # each copy its own noise
+    # the noise follows the key, not the position in the batch
+    moved = init.perturb({n: p[1:2] for n, p in params.items()}, 1e-3, seed=2, keys=[9])
+    assert torch.equal(moved["E"][0], out["E"][2])
+    with pytest.raises(ValueError, match="keys"):
+        init.perturb(params, 1e-3, keys=[1, 2])

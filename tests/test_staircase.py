@@ -247,3 +247,49 @@ def test_raw_alignment_reads_the_rows_not_the_increment():
     E2[:, list(lay.anchors)] = 1e3 * tg.phis[0]  # the order-0 geometry planted
     planted = cb["rawR0"](1, {"E": E2})
     assert planted.min() > 0.99 and noise.abs().max() < 0.9
+
+
+# ---------------------------------------------------------------- ensembles of perturbed copies
+
+
+def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
+    tg = st.parity_targets(PB2, LAY2)
+    mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
+    kw = dict(lr=1e-2, log_at=[0, 2, 4])
+    one = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, **kw)
+    ens = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, copies=3, **kw)
+    assert ens.copies == 3 and one.copies == 1 and ens.seeds == [0, 1]
+    assert ens.data["R0"].dims == ("step", "gamma", "seed", "copy")
+    _, m1 = one.arm(1.0)
+    _, m3 = ens.arm(1.0)
+    assert m3["loss_all"].shape == (3, 6)
+    by_seed = ens.per_seed(m3["loss_all"].T)  # (seeds, copies, n_logs)
+    # copy 0 of each seed is the seed itself; the other copies start 1e-6 away
+    np.testing.assert_array_equal(by_seed[:, 0], m1["loss_all"].T)
+    assert not np.array_equal(by_seed[:, 1], by_seed[:, 0])
+    np.testing.assert_allclose(by_seed[:, 1:, 0], np.repeat(by_seed[:, :1, 0], 2, 1), rtol=1e-4)
+    assert len(ens.stairs(1.0).onsets[1]) == 6
+
+
+def test_copy_noise_depends_on_the_seed_and_copy_alone():
+    from lib.sweep import Sweep
+
+    mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
+    both = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
+    alone = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[1], copy=[0, 1, 2]), 1e-6)
+    assert torch.equal(both["E"][3:], alone["E"])
+    rel = (both["E"][1] - both["E"][0]) / both["E"][0]
+    assert 1e-7 < rel.abs().max() < 1e-5
+
+
+def test_run_bits_with_a_null_reads_its_own_permutation_floor():
+    from lib import nulls
+
+    tg = st.parity_targets(PB2, LAY2)
+    mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
+    null = st.label_null(PB2, LAY2, n_perm=10)
+    run = st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, null=null, lr=1e-2, log_at=[0, 2, 4])
+    assert run.history["null1"].shape == (3, 1, 10)
+    assert run.floor[1] == nulls.floor_of(run.history["null1"])
+    with pytest.raises(ValueError, match="floor or a null"):
+        st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])

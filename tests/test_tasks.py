@@ -421,3 +421,22 @@ def test_gated_parity_bits_shuffled_control():
     assert torch.equal(torch.sort(d.y).values, torch.sort(s.y).values)
     with pytest.raises(ValueError):
         T.gated_parity_bits(n_anchors=10)
+
+
+def test_label_distributions_train_like_the_full_task():
+    from lib import engine, models
+
+    data, _ = T.selective_parity_bits(n_keys=2, n_anchors=4, width=3)
+    X, P = T.label_distributions(data)
+    assert X.shape[0] == 2 * 4 * 2 and torch.allclose(P.sum(1), torch.ones(len(X), dtype=P.dtype))
+    mdl = models.Transformer(data.vocab_size, 8, 4, n_out=data.n_labels, d_mlp=8,
+                             ov="identity", readout_sees_self=False)  # fmt: skip
+    p = models.build(mdl, [0, 1], gamma=0.5)
+    p = {k: v.detach().double().requires_grad_(True) for k, v in p.items()}
+    full = engine.cross_entropy(mdl.forward(p, data.X), data.y).sum()
+    soft = engine.soft_cross_entropy(mdl.forward(p, X), P).sum()
+    torch.testing.assert_close(full, soft, rtol=1e-12, atol=0)
+    g_full = torch.autograd.grad(full, list(p.values()))
+    g_soft = torch.autograd.grad(soft, list(p.values()))
+    for a, b in zip(g_full, g_soft, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-14)

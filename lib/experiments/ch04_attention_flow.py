@@ -58,6 +58,11 @@ class Config(ExpansionCheck):
         24 (its staircase model).
     freeze_step: the step from which the embedding is frozen in the ablation: after the
         order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
+    null_perm: the label permutations of every run's floors (:mod:`lib.nulls`; each run is
+        read against its own permutation floor, as in Chapter 2).
+    copies, copy_rel: the race is measured on an ensemble of the learned-OV 24-anchor model:
+        every seed run as ``copies`` instances whose initial weights differ by a relative
+        ``copy_rel`` (copy 0: the seed itself), and its rate of escaping per seed.
     """
 
     t3_reps: int = 1
@@ -76,6 +81,9 @@ class Config(ExpansionCheck):
     early_steps: int = 20
     where_anchors: tuple[int, int] = (12, 24)
     freeze_step: int = 40
+    null_perm: int = 100
+    copies: int = 8
+    copy_rel: float = 1e-6
 
 
 OVERRIDES = {
@@ -84,6 +92,8 @@ OVERRIDES = {
         n_gd_seeds=1,
         gd_steps=1200,
         gd_n_logs=25,
+        null_perm=50,
+        copies=4,  # the race's ensemble costs a minute per 4 copies of 3 seeds on one core
     ),
     "paper": dict(d_model=64, n_init_seeds=8, n_gd_seeds=8, gd_steps=10000, gd_n_logs=60),
 }

@@ -58,7 +58,9 @@ class Config(ChapterConfig):
         Chapter 2's rate and the fastest at which its factorized runs still converge (its
         escapes come before step 250; by step 400 its loss has settled). It asks a yes/no
         question of every instance and fits no exponent, so it has fewer seeds.
-    floor_samples: Gaussian draws of the R0/R1 noise floors (``order_noise_floor``).
+    null_perm, null_q: the label permutations of every run's floors and their quantile
+        (:mod:`lib.nulls`: each run is read against its own permutation floor, the rule of
+        every staircase chapter).
     conv_frac: the convergence rule, fixed before any number is read: an instance counts
         when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
         model that knew everything but bit 1 would sit at ln 2). A rate counts when more
@@ -106,7 +108,8 @@ class Config(ChapterConfig):
     stair_seeds: tuple[int, ...] = (0, 1, 2)
     stair_steps: int = 400
     stair_n_logs: int = 24
-    floor_samples: int = 4000
+    null_perm: int = 100
+    null_q: float = 0.95
     conv_frac: float = 0.1
     delta: float = 0.05
     t_early: int = 10
@@ -145,7 +148,7 @@ OVERRIDES = {
         steps=400,
         n_logs=24,
         stair_steps=300,
-        floor_samples=2000,
+        null_perm=50,
         n_boot=500,
         n_perm=1000,
         control_r_grid=(0.1, 1.0, 10.0),
@@ -178,20 +181,27 @@ OVERRIDES = {
 @dataclass(frozen=True)
 class Task:
     """A gated-parity-bit task as the chapter reads it: the data, its layout, the order-0/1
-    targets on the anchors and their noise floors (per order)."""
+    targets on the anchors and their label-permutation null (:class:`lib.nulls.PermutationNull`)."""
 
     data: tasks.TaskData
     layout: tasks.ParityBits
     targets: st.OrderTargets
-    floor: dict
+    null: object
 
 
-def parity_task(n_keys: int, n_anchors: int, d: int, floor_samples: int) -> Task:
+def parity_task(n_keys: int, n_anchors: int, n_perm: int) -> Task:
     """Chapter 2's two-stair task with ``n_keys`` keys and ``n_anchors`` anchors."""
     data, layout = tasks.gated_parity_bits(n_keys, n_anchors)
     targets = st.parity_targets(data, layout)
-    floor = st.order_noise_floor(targets, d=d, n=floor_samples)
-    return Task(data, layout, targets, floor)
+    return Task(data, layout, targets, st.label_null(data, layout, n_perm))
+
+
+def run_floor(h, cfg: Config, prefix: str = "") -> dict:
+    """A run's own permutation floor of each order (:func:`lib.nulls.floor_of`)."""
+    from ..nulls import floor_of
+
+    orders = sorted(int(k[len(prefix) + 4 :]) for k in h.metrics if k.startswith(prefix + "null"))
+    return {o: floor_of(h[f"{prefix}null{o}"], cfg.null_q) for o in orders}
 
 
 def staircase_config(cfg: Config):
@@ -211,13 +221,14 @@ def staircase_config(cfg: Config):
     return cfg2
 
 
-def gate_blind(task: Task, seed: int) -> tuple[Task, st.OrderTargets]:
+def gate_blind(task: Task, seed: int, n_perm: int) -> tuple[Task, Task]:
     """The negative control: the bit-1 signs permuted across sequences, so that neither the
     gate nor the anchor (nor both together) carries information about bit 1.
 
     Order 0 is untouched (``i_z + a`` is kept), so the first stair should still come.
-    Returns the control task, read against the *rule's* targets and floors (what must not
-    come is the rule's order-1 geometry), and the shuffled labels' own targets.
+    Returns the control task, read against the *rule's* targets and their null (what must
+    not come is the rule's order-1 geometry), and the control read against the shuffled
+    labels' own targets and their own null.
     """
     data, layout = task.data, task.layout
     perm = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
@@ -230,7 +241,8 @@ def gate_blind(task: Task, seed: int) -> tuple[Task, st.OrderTargets]:
     lay = tasks.ParityBits(
         layout.anchors, layout.keys, layout.gates, layout.h, layout.k, layout.block, s1, None
     )
-    return Task(blind, lay, task.targets, task.floor), st.parity_targets(blind, lay)
+    own = Task(blind, lay, st.parity_targets(blind, lay), st.label_null(blind, lay, n_perm))
+    return Task(blind, lay, task.targets, task.null), own
 
 
 # ---------------------------------------------------------------------------
@@ -296,17 +308,22 @@ def rate_sweep(r_grid, seeds) -> Sweep:
     return Sweep(r=list(r_grid), seed=list(seeds))
 
 
-def signature_callbacks(targets, E0, prefix: str) -> dict:
-    """Callbacks ``{prefix}R{o}``: the partial R of each order of ``targets`` on the anchors'
-    embedding increment (as :func:`lib.staircase.bit_callbacks` logs them), for reading one
-    run against a second set of signatures."""
-    E0, tok = E0.detach().clone(), list(targets.tokens)
+def signature_callbacks(task: Task, E0, prefix: str) -> dict:
+    """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
+    ``task.targets`` on the anchors' embedding increment and its permutation null (as
+    :func:`lib.staircase.bit_callbacks` logs them), for reading one run against a second set
+    of signatures."""
+    E0, tok = E0.detach().clone(), list(task.targets.tokens)
 
     def measure(step, params):
         dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
-        return {f"{prefix}R{o}": v for o, v in st.order_partials(dE, targets).items()}
+        out = {f"{prefix}R{o}": v for o, v in st.order_partials(dE, task.targets).items()}
+        return out | {f"{prefix}null{o}": v for o, v in task.null(dE).items()}
 
-    return engine.cached_callbacks(measure, [f"{prefix}R{o}" for o in targets.orders])
+    orders = task.targets.orders
+    return engine.cached_callbacks(
+        measure, [f"{prefix}R{o}" for o in orders] + [f"{prefix}null{o}" for o in orders]
+    )
 
 
 def train_rates(
@@ -324,14 +341,17 @@ def train_rates(
 
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.staircase.bit_callbacks` and :func:`attention_callbacks`, and for each
-    ``prefix: targets`` of ``also`` the :func:`signature_callbacks` of those targets.
+    :func:`lib.staircase.bit_callbacks` with the task's permutation null and
+    :func:`attention_callbacks`, and for each ``prefix: task`` of ``also`` the
+    :func:`signature_callbacks` of that task's targets.
     """
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     with torch.no_grad():
         params["P"].zero_()
     X, y = task.data.X.to(device), task.data.y.to(device)
-    callbacks = st.bit_callbacks(model, task.data, task.layout, task.targets, params["E"])
+    callbacks = st.bit_callbacks(
+        model, task.data, task.layout, task.targets, params["E"], null=task.null
+    )
     callbacks.update(attention_callbacks(model, X, params))
     for prefix, extra in (also or {}).items():
         callbacks.update(signature_callbacks(extra, params["E"], prefix))
@@ -355,8 +375,8 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
 
     ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
     ``counted`` (converged, at a rate where more than half of the seeds converged),
-    ``onset0``, ``onset1`` (:func:`lib.staircase.stair_onsets`, ``inf``: never above its
-    floor), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.staircase.escape_steps`),
+    ``onset0``, ``onset1`` (:func:`lib.staircase.stair_onsets` against the run's floor
+    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.staircase.escape_steps`),
     ``leave`` (first logged step at which the readout row's distance from uniform reaches
     ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
     plateau (median over :func:`lib.staircase.plateau_mask`) and at the end, final ``R0``,
@@ -578,6 +598,7 @@ __all__ = [
     "rate_sweep",
     "train_rates",
     "signature_callbacks",
+    "run_floor",
     "stair_summary",
     "where_counted",
     "per_instance_table",

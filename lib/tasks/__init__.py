@@ -30,7 +30,7 @@ name is re-exported here: ``from lib import tasks; tasks.gated_addition(...)``.
 """
 
 from .agreement import Agreement, AgreementBatch, agreement_batch
-from .base import Task, TaskData, with_marker
+from .base import Task, TaskData, label_distributions, with_marker
 from .competing import CompetingOrders, competing_orders
 from .composite import T1_KEYS, T1_MEMORY, T1_REASONING, composite_addition
 from .gated import (
@@ -65,6 +65,7 @@ __all__ = [
     "gated_addition_control",
     "plain_addition",
     "with_marker",
+    "label_distributions",
     "SynonymGroups",
     "synonym_groups",
     "ScanSnap",

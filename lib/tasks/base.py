@@ -69,6 +69,23 @@ def _random_keys(gen: torch.Generator, shape: tuple[int, ...], lo, hi) -> torch.
     return lo + (u * (hi - lo + 1).to(torch.float64)).long().clamp(max=hi - lo)
 
 
+def label_distributions(d: TaskData) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct sequences of ``d`` and, for each, the distribution of its labels.
+
+    Returns ``(X, P)``: ``X`` (M, L) the distinct rows of ``d.X``, and ``P`` (M, n_labels)
+    float64, row i the counts of each label over the copies of sequence i, times M / N
+    (rows sum to 1 when every sequence occurs equally often). The mean cross-entropy of
+    ``d`` is then ``-(P * log_softmax(f(X))).sum(-1).mean()``
+    (:func:`lib.engine.soft_cross_entropy`), with the same gradient: a task whose labels
+    carry noise that no token names (the selective task's offset) trains on M sequences
+    instead of N.
+    """
+    X, inverse = torch.unique(d.X, dim=0, return_inverse=True)
+    P = torch.zeros(X.shape[0], d.n_labels, dtype=torch.float64)
+    P.index_put_((inverse, d.y), torch.ones(len(d.y), dtype=torch.float64), accumulate=True)
+    return X, P * (X.shape[0] / len(d.y))
+
+
 def with_marker(d: TaskData, token: int, length: int) -> TaskData:
     """``d`` with its sequences right-padded by a constant ``token`` to ``length`` positions.
 
