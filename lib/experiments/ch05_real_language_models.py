@@ -120,7 +120,6 @@ OVERRIDES = {
         widths=(32, 64),
         pretrained_chars=500_000,
     ),
-    # paper: the size a GPU run would use, several epochs of every corpus.
     # paper: the size a GPU run would use: d = 128 (widths up to 512), context 128, 7.4
     # epochs of Shakespeare's characters, both tokenizations of two more corpora.
     "paper": dict(
@@ -517,6 +516,22 @@ def plateau_and_rise(steps, R, null_hi, after, onset):
             t_exit = steps[inside].max()
             wait[k], rise[k] = t_exit - after[k], onset[k] - t_exit
     return wait, rise
+
+
+def plateau_tests(steps, emb: dict, st: dict, rows) -> tuple[dict, dict]:
+    """The plateau test of each residual stair on the instances ``rows``, and of its smooth
+    controls: ``plateau[n] = (wait, rise, wait / rise)`` and ``control[n, name] = wait / rise``
+    of each curve of :func:`smooth_rises` (read against the same null, from the same
+    previous onset, with their own half-way onsets)."""
+    plateau, control = {}, {}
+    for n in RESIDUAL:
+        after, onset, null_hi = st[PREVIOUS[n]][rows], st[n][rows], emb[n]["null_hi"]
+        wait, rise = plateau_and_rise(steps, emb[n]["R"][:, rows], null_hi, after, onset)
+        plateau[n] = (wait, rise, wait / rise)
+        for name, curve in smooth_rises(steps, st[f"{n}_end"][rows], onset).items():
+            w, r = plateau_and_rise(steps, curve, null_hi, after, half_onset(steps, curve))
+            control[n, name] = w / r
+    return plateau, control
 
 
 def smooth_rises(steps, end, onset) -> dict[str, np.ndarray]:
