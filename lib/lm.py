@@ -81,6 +81,7 @@ def window_sampler(
     batch_size: int,
     seeds: Sequence[int] | int,
     device: torch.device | str = "cpu",
+    stream_of: Sequence[int] | None = None,
 ) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
     """``data(step) -> (X, y)`` of random windows of ``stream`` for :func:`lib.engine.train`.
 
@@ -90,20 +91,36 @@ def window_sampler(
     ``hash((seed, step))``, so instances that share a seed see the same data (e.g. a small
     and a standard initialization of the same seed), and a batched run equals the same
     instances run one by one.
+
+    With ``stream_of``, ``stream`` is ``(S, N)``, ``S`` streams of one length (a corpus and
+    the Markov chains fitted to it), and instance ``k`` draws its windows from stream
+    ``stream_of[k]``, at the same starts as any instance of the same seed: so a real-text
+    model and its controls train in one batched run.
     """
-    stream = torch.as_tensor(stream, dtype=torch.long).reshape(-1)
+    stream = torch.as_tensor(stream, dtype=torch.long)
     seeds = [seeds] if isinstance(seeds, int) else [int(s) for s in seeds]
+    if stream_of is None:
+        stream = stream.reshape(1, -1)
+        stream_of = [0] * len(seeds)
+    elif stream.dim() != 2 or len(stream_of) != len(seeds):
+        raise ValueError(
+            f"stream_of needs a (S, N) stream and one index per seed; got {tuple(stream.shape)} "
+            f"and {len(stream_of)} indices for {len(seeds)} seeds"
+        )
+    elif not all(0 <= int(i) < stream.shape[0] for i in stream_of):
+        raise ValueError(f"stream_of has an index outside [0, {stream.shape[0]})")
     if not seeds:
         raise ValueError("window_sampler needs at least one seed")
     if context_len < 1 or batch_size < 1:
         raise ValueError(f"need context_len, batch_size >= 1, got {context_len}, {batch_size}")
-    n_starts = stream.numel() - context_len
+    n_starts = stream.shape[1] - context_len
     if n_starts < 1:
         raise ValueError(
-            f"a stream of {stream.numel()} tokens is too short for windows of {context_len} + 1"
+            f"a stream of {stream.shape[1]} tokens is too short for windows of {context_len} + 1"
         )
     offsets = torch.arange(context_len + 1)
     stream_dev = stream.to(device)
+    which = torch.as_tensor([int(i) for i in stream_of], device=device)[:, None, None]
 
     def data(step: int):
         starts = torch.stack(
@@ -120,7 +137,7 @@ def window_sampler(
             ]
         )
         idx = (starts[..., None] + offsets).to(device)  # (K, B, L+1)
-        win = stream_dev[idx]
+        win = stream_dev[which, idx]
         return win[..., :-1], win[..., 1:]
 
     return data
@@ -197,7 +214,7 @@ def alignment_curves(
     seed: int = 0,
     quantiles: tuple[float, float] = (0.05, 0.95),
     subtract_mean_row: bool = True,
-    orthogonal_to: str | None = None,
+    orthogonal_to: str | Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, dict[str, np.ndarray]]:
     r""":math:`R_{\cos}` (or partial, or part :math:`R_{\cos}`) of logged similarity matrices
     with each signature, and a permutation null.
@@ -222,7 +239,10 @@ def alignment_curves(
     (the reference itself gets plain R). An embedding carrying only the reference's
     geometry then scores zero, whatever its size. Its null permutes the target's token
     labels and then projects out the *unpermuted* reference, which is the null of a part
-    correlation whose reference is fixed.
+    correlation whose reference is fixed. ``orthogonal_to`` may also map a target's name
+    to the names of several references (``{"res_skip3": ("next", "res_skip2")}``): that
+    target is made orthogonal to all of them at once, and a target not in the mapping gets
+    plain R.
 
     The null permutes the token labels of the signatures: :math:`S^{\rm sig}_{\pi(s)\pi(t)}`
     for a random permutation :math:`\pi` (the control permuted with it), ``n_perm``
@@ -235,12 +255,9 @@ def alignment_curves(
     T = S.shape[-1]
     if control is not None and control not in signatures:
         raise ValueError(f"control {control!r} is not one of the signatures {list(signatures)}")
-    if orthogonal_to is not None and orthogonal_to not in signatures:
-        raise ValueError(
-            f"orthogonal_to {orthogonal_to!r} is not one of the signatures {list(signatures)}"
-        )
     if control is not None and orthogonal_to is not None:
         raise ValueError("give control (partial R) or orthogonal_to (part R), not both")
+    refs = _references(orthogonal_to, signatures)
     signatures = {name: _cpu(phi) for name, phi in signatures.items()}
     for name, phi in signatures.items():
         _check_signature(name, phi, T)
@@ -258,6 +275,7 @@ def alignment_curves(
         p = perms[sl]
         return _standardize(cos[name][p[:, i], p[:, j]])
 
+    basis = {n: _basis([pairs[z] for z in zs]) for n, zs in refs.items() if zs}
     out = {}
     for name, y in pairs.items():
         r = x @ y  # (n_logs, K)
@@ -268,16 +286,16 @@ def alignment_curves(
             if control is not None and name != control:
                 zp = permuted(control, sl)
                 rn.append(M.partial_from_correlations(x @ yp.T, x @ zp.T, (yp * zp).sum(-1)))
-            elif orthogonal_to is not None and name != orthogonal_to:
-                rn.append(x @ _orthogonal(yp, pairs[orthogonal_to]).T)
+            elif refs.get(name):
+                rn.append(x @ _orthogonal(yp, basis[name]).T)
             else:
                 rn.append(x @ yp.T)
         rn = torch.cat(rn, -1)
         if control is not None and name != control:
             z = pairs[control]
             r = M.partial_from_correlations(r, x @ z, y @ z)
-        if orthogonal_to is not None and name != orthogonal_to:
-            r = x @ _orthogonal(y, pairs[orthogonal_to])
+        if refs.get(name):
+            r = x @ _orthogonal(y, basis[name])
         flat = rn.flatten(1)
         out[name] = {
             "R": r.numpy(),
@@ -288,10 +306,38 @@ def alignment_curves(
     return out
 
 
+def _references(orthogonal_to, signatures) -> dict[str, tuple[str, ...]]:
+    """``orthogonal_to`` as ``{target: (reference, ...)}``; a name alone applies to every
+    other signature. Unknown names raise one ValueError."""
+    if orthogonal_to is None:
+        return {}
+    if isinstance(orthogonal_to, str):
+        refs = {n: (orthogonal_to,) for n in signatures if n != orthogonal_to}
+        names = [orthogonal_to]
+    else:
+        refs = {n: tuple(zs) for n, zs in orthogonal_to.items()}
+        names = [*refs, *(z for zs in refs.values() for z in zs)]
+    for n in names:
+        if n not in signatures:
+            raise ValueError(f"orthogonal_to {n!r} is not one of the signatures {list(signatures)}")
+    for n, zs in refs.items():
+        if n in zs:
+            raise ValueError(f"orthogonal_to makes {n!r} orthogonal to itself")
+    return refs
+
+
+def _basis(zs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """An orthonormal basis ``(m, P)`` of the span of the standardized references ``zs``."""
+    q, _ = torch.linalg.qr(torch.stack(zs).T)
+    return q.T
+
+
 def _orthogonal(y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """Standardized rows ``y`` (..., P) made orthogonal to the standardized ``z`` (P,), and
-    renormalized: a dot product with a standardized x is then a part correlation."""
-    y = y - (y @ z)[..., None] * z
+    """Standardized rows ``y`` (..., P) made orthogonal to the standardized ``z`` (P,), or to
+    the span of an orthonormal basis ``z`` (m, P), and renormalized: a dot product with a
+    standardized x is then a part correlation. The result stays centred (every reference is)."""
+    z = z[None] if z.dim() == 1 else z
+    y = y - (y @ z.T) @ z
     return y / y.norm(dim=-1, keepdim=True)
 
 
@@ -317,6 +363,30 @@ def signature_agreement(phi_a, phi_b, subtract_mean_row: bool = True) -> float:
     ya = _standardize(_signature_cosines(a, subtract_mean_row)[i, j])
     yb = _standardize(_signature_cosines(b, subtract_mean_row)[i, j])
     return float(ya @ yb)
+
+
+def part_agreement(phi_a, phi_b, refs_a=(), refs_b=()) -> float:
+    r"""The part :math:`R_{\cos}` between two estimates of a target, each made orthogonal to
+    its own estimates of the references (``refs_a``, ``refs_b``: sequences of signatures of
+    the same tracked tokens): :func:`signature_agreement` for the quantity that
+    :func:`alignment_curves` measures with ``orthogonal_to``. With the target estimated on
+    two halves of a corpus it is the split-half agreement of that part (:func:`split_half`
+    for the plain one)."""
+
+    def part(phi, refs):
+        phis = [_cpu(p) for p in (phi, *refs)]
+        T = phis[0].shape[0]
+        for n, p in enumerate(phis):
+            _check_signature(f"signature {n}", p, T, "the first has")
+        i, j = torch.triu_indices(T, T, offset=1)
+        y, *zs = (_standardize(_signature_cosines(p)[i, j]) for p in phis)
+        return _orthogonal(y, _basis(zs)) if zs else y
+
+    if len(refs_a) != len(refs_b):
+        raise ValueError(
+            f"give as many references for each estimate, got {len(refs_a)} and {len(refs_b)}"
+        )
+    return float(part(phi_a, refs_a) @ part(phi_b, refs_b))
 
 
 def split_half(stream_a, stream_b, V: int, tracked: Sequence[int], fn: Callable):
@@ -385,5 +455,6 @@ __all__ = [
     "similarity_callbacks",
     "alignment_curves",
     "signature_agreement",
+    "part_agreement",
     "split_half",
 ]

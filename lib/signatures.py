@@ -16,6 +16,7 @@ caller has to choose its token subset explicitly.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import torch
 
@@ -457,6 +458,89 @@ def residual_skip_signature(tokens, V: int, k: int, rows=None) -> torch.Tensor:
     return skip_signature(x, V, k, rows) - markov_prediction(x, V, k, rows)
 
 
+def chain_prediction(tokens, V: int, k: int, rows=None) -> torch.Tensor:
+    r"""What the order-``(k-1)`` chain predicts for :math:`x_{t+k}` from the tokens in between,
+    averaged over the occurrences of :math:`x_t = s`: :math:`E[\hat Q(x_{t+1..t+k-1}) \mid x_t=s]`.
+
+    :math:`\hat Q(c)_\nu` is the stream's empirical order-``(k-1)`` chain: how often the
+    context :math:`c` of ``k - 1`` tokens is followed by :math:`\nu`, over every window of
+    ``k`` tokens (pairs never cross the rows of a ``(B, T)`` stream). Each position
+    :math:`t` with :math:`x_t = s` and a token ``k`` places on contributes the chain's row of
+    its own context :math:`x_{t+1..t+k-1}`, which always has a successor. Shape
+    ``(len(rows), V)``; rows of tokens with no successor at distance ``k`` are NaN.
+
+    Why this and not a power of a chain: a model that already predicts
+    :math:`x_{t+k}` from the ``k - 1`` tokens before it leaves the error
+    :math:`e_{x_{t+k}} - \hat Q(x_{t+1..t+k-1})`, and a token ``k`` places back receives that
+    error through the value path; averaged over its occurrences, its drive is
+    :math:`\phi^{(k)}_s - E[\hat Q(x_{t+1..t+k-1}) \mid x_t=s]`
+    (:func:`residual_beyond_chain`). At ``k = 2`` the chain is the bigram chain and the
+    average is :math:`\phi^{\rm next}_s\hat P`, which is :math:`(\hat P^2)_s` up to the
+    stream's ends (:func:`markov_prediction`).
+    """
+    x = _stream(tokens, V)
+    k = _n_steps(k)
+    if not 2 <= k < x.shape[-1]:
+        raise ValueError(
+            f"k must be in [2, {x.shape[-1] - 1}] for a stream of length {x.shape[-1]}, got {k}"
+        )
+    if V ** (k - 1) >= 2**62:
+        raise ValueError(f"V**(k-1) = {V}**{k - 1} overflows the int64 context keys: lower k")
+    x = x.reshape(-1, x.shape[-1])
+    T = x.shape[1]
+    rows = _rows(rows, V, x.device)
+    # Context keys of every window of k tokens (start j, context x[j..j+k-2], target x[j+k-1]).
+    key = torch.zeros_like(x[:, : T - k + 1])
+    for i in range(k - 1):
+        key = key * V + x[:, i : T - k + 1 + i]
+    ctx, ctx_id = torch.unique(key.reshape(-1), return_inverse=True)
+    ctx_id = ctx_id.view(key.shape)
+    target = x[:, k - 1 :]
+    n_ctx = len(ctx)
+    cell, cnt = torch.unique(ctx_id.reshape(-1) * V + target.reshape(-1), return_counts=True)
+    c, nu = cell // V, cell % V
+    per_ctx = torch.bincount(ctx_id.reshape(-1), minlength=n_ctx).to(F64)
+    Q = torch.sparse_coo_tensor(  # Q-hat, (n_ctx, V)
+        torch.stack([c, nu]), cnt.to(F64) / per_ctx[c], (n_ctx, V), check_invariants=False
+    ).coalesce()
+    # A[r, c]: how often a tracked token (row r) is followed by context c (sparse: a dense
+    # block of tracked tokens x contexts is gigabytes for a large vocabulary).
+    uniq, inv = torch.unique(rows, return_inverse=True)
+    row_of = torch.full((V,), -1, dtype=torch.long, device=x.device)
+    row_of[uniq] = torch.arange(len(uniq), device=x.device)
+    src = row_of[x[:, : T - k]].reshape(-1)  # positions t with a token k places on
+    after = ctx_id[:, 1:].reshape(-1)  # the context x[t+1..t+k-1]
+    keep = src >= 0
+    pair, n_pair = torch.unique(src[keep] * n_ctx + after[keep], return_counts=True)
+    A = torch.sparse_coo_tensor(
+        torch.stack([pair // n_ctx, pair % n_ctx]), n_pair.to(F64), (len(uniq), n_ctx),
+        check_invariants=False,
+    ).coalesce()  # fmt: skip
+    n_row = torch.zeros(len(uniq), dtype=F64, device=x.device).index_add_(
+        0, pair // n_ctx, n_pair.to(F64)
+    )
+    with warnings.catch_warnings():  # sparse @ sparse goes through CSR, "in beta" in torch
+        warnings.simplefilter("ignore", UserWarning)
+        out = torch.sparse.mm(A, Q).to_dense() / n_row[:, None]
+    return out[inv]
+
+
+def residual_beyond_chain(tokens, V: int, k: int, rows=None) -> torch.Tensor:
+    r"""What the token ``k`` places back adds beyond the order-``(k-1)`` chain:
+    :math:`\phi^{(k)}_s - E[\hat Q(x_{t+1..t+k-1}) \mid x_t=s]` (:func:`chain_prediction`).
+
+    The drive a token ``k`` back receives once a model predicts with the order-``(k-1)``
+    chain (the skip-3 target of the third stair is ``k = 3``). Every row sums to 0.
+    **Zero for an order-(k-1) chain:** there :math:`P(x_{t+k}=\nu \mid x_{\le t+k-1}) =
+    Q(x_{t+1..t+k-1})_\nu`, so each term :math:`1[x_{t+k}=\nu] - Q(\cdot)_\nu` has mean zero
+    given the past, and the average over the occurrences of ``s`` vanishes up to
+    :math:`O(1/\sqrt{n_s})` noise (tested on an order-2 stream at ``k = 3``). At ``k = 2`` it
+    is :func:`residual_skip_signature` up to the stream's ends.
+    """
+    x = _stream(tokens, V)
+    return skip_signature(x, V, k, rows) - chain_prediction(x, V, k, rows)
+
+
 def markov_window_prediction(
     tokens, V: int, context_len: int, window: int | None = None, rows=None
 ) -> torch.Tensor:
@@ -576,6 +660,8 @@ __all__ = [
     "window_signature",
     "markov_prediction",
     "residual_skip_signature",
+    "chain_prediction",
+    "residual_beyond_chain",
     "markov_window_prediction",
     "residual_window_signature",
     "markov_stream",

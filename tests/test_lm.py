@@ -291,3 +291,60 @@ def test_part_correlation_scores_zero_for_the_reference_geometry_and_finds_a_pla
     assert np.allclose(part["R"][1], by_hand, atol=1e-10)
     with pytest.raises(ValueError, match="not both"):
         lm.alignment_curves(S, phi, control="ref", orthogonal_to="ref")
+
+
+def test_window_sampler_draws_each_instance_from_its_own_stream():
+    streams = torch.stack([torch.arange(500), 1000 + torch.arange(500)])
+    data = lm.window_sampler(streams, 8, 4, [0, 0, 1], stream_of=[0, 1, 1])
+    X, y = data(5)
+    assert bool((X[0] < 1000).all()) and bool((X[1:] >= 1000).all())
+    # the same seed starts its windows at the same places of each stream
+    assert torch.equal(X[1] - 1000, X[0]) and not torch.equal(X[2] - 1000, X[0])
+    assert torch.equal(y[1] - 1000, y[0])
+    assert torch.equal(lm.window_sampler(streams[0], 8, 4, [0])(5)[0][0], X[0])
+    with pytest.raises(ValueError, match="stream_of"):
+        lm.window_sampler(streams, 8, 4, [0, 1], stream_of=[0])
+    with pytest.raises(ValueError, match="outside"):
+        lm.window_sampler(streams, 8, 4, [0], stream_of=[2])
+
+
+def test_part_correlation_beyond_several_references_and_its_split_half():
+    """orthogonal_to as a mapping: a target made orthogonal to two references scores ~0 for
+    an embedding with either reference's geometry (or both) and finds its own; a target not
+    in the mapping gets plain R; part_agreement is the same statistic between signatures."""
+    gen = torch.Generator().manual_seed(4)
+    T, V = 30, 12
+    a, b, own = (torch.randn(T, V, generator=gen, dtype=torch.float64) for _ in range(3))
+    target = a + b + own
+    sim = lambda p: M.cosine_similarity_matrix(p - p.mean(0))  # noqa: E731
+    S = torch.stack([sim(a), sim(b), 0.7 * sim(a) - 0.3 * sim(b), sim(own)])[:, None]
+    phi = {"a": a, "b": b, "target": target}
+    out = lm.alignment_curves(S, phi, n_perm=40, orthogonal_to={"target": ("a", "b")})
+    assert np.abs(out["target"]["R"][:3, 0]).max() < 1e-9
+    assert out["target"]["R"][3, 0] > out["target"]["null_hi"][3]
+    plain = lm.alignment_curves(S, phi, n_perm=40)
+    np.testing.assert_allclose(out["a"]["R"], plain["a"]["R"], atol=1e-12)
+    one = lm.alignment_curves(S, phi, n_perm=40, orthogonal_to={"target": ("a",)})
+    two = lm.alignment_curves(S, phi, n_perm=40, orthogonal_to="a")
+    np.testing.assert_allclose(one["target"]["R"], two["target"]["R"], atol=1e-12)
+    # the split-half of a part: itself 1, blind to the references' geometry
+    assert lm.part_agreement(target, target, [a, b], [a, b]) == pytest.approx(1.0)
+    noisy = target + 0.5 * torch.randn(T, V, generator=gen, dtype=torch.float64)
+    i, j = torch.triu_indices(T, T, offset=1)
+
+    def resid(p, refs):  # the pair similarities of p, least-squares residual on the refs'
+        y = sim(p)[i, j].numpy()
+        Z = np.column_stack([np.ones_like(y)] + [sim(r)[i, j].numpy() for r in refs])
+        return y - Z @ np.linalg.lstsq(Z, y, rcond=None)[0]
+
+    by_hand = np.corrcoef(resid(target, [a, b]), resid(noisy, [a, b]))[0, 1]
+    assert lm.part_agreement(target, noisy, [a, b], [a, b]) == pytest.approx(by_hand, abs=1e-10)
+    assert lm.part_agreement(target, target) == pytest.approx(
+        lm.signature_agreement(target, target)
+    )
+    with pytest.raises(ValueError, match="itself"):
+        lm.alignment_curves(S, phi, orthogonal_to={"target": ("target",)})
+    with pytest.raises(ValueError, match="not one of"):
+        lm.alignment_curves(S, phi, orthogonal_to={"target": ("c",)})
+    with pytest.raises(ValueError, match="as many"):
+        lm.part_agreement(target, target, [a], [])

@@ -433,3 +433,76 @@ def test_markov_cuda_matches_cpu(sinky, second_order):
     a = sig.markov_stream(second_order.cuda(), VM, 2, 3000, seed=2)
     assert a.device.type == "cuda"
     assert torch.equal(a.cpu(), sig.markov_stream(second_order, VM, 2, 3000, seed=2))
+
+
+def chain_prediction_loop(x, V, k):
+    """E[Q(x_{t+1..t+k-1}) | x_t = s] by loops: Q counts every window of k tokens."""
+    from collections import Counter, defaultdict
+
+    Q = defaultdict(Counter)
+    for row in x.reshape(-1, x.shape[-1]).tolist():
+        for j in range(len(row) - k + 1):
+            Q[tuple(row[j : j + k - 1])][row[j + k - 1]] += 1
+    out, n = np.zeros((V, V)), np.zeros(V)
+    for row in x.reshape(-1, x.shape[-1]).tolist():
+        for t in range(len(row) - k):
+            q = Q[tuple(row[t + 1 : t + k])]
+            for nu, c in q.items():
+                out[row[t], nu] += c / sum(q.values())
+            n[row[t]] += 1
+    with np.errstate(invalid="ignore"):
+        return out / n[:, None]
+
+
+def third_order(n_chains=64, length=400, noise=0.2, seed=11):
+    """x_t = f(x_{t-3}) with probability 1 - noise, else uniform: an order-3 chain whose
+    dependence on three back is invisible to the trigram chain."""
+    g = torch.Generator().manual_seed(seed)
+    f = torch.randperm(VM, generator=g)
+    x = torch.randint(0, VM, (n_chains, length), generator=g)
+    for t in range(3, length):
+        keep = torch.rand(n_chains, generator=g) >= noise
+        x[:, t] = torch.where(keep, f[x[:, t - 3]], x[:, t])
+    return x
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_chain_prediction_is_the_loop(k, sinky):
+    B = torch.randint(0, VM, (3, 80), generator=torch.Generator().manual_seed(12))
+    for x, Vx in ((B, VM), (sinky, 7)):
+        expect = chain_prediction_loop(x, Vx, k)
+        close(sig.chain_prediction(x, Vx, k), expect)
+        close(sig.chain_prediction(x, Vx, k, rows=[3, 1, 3]), expect[[3, 1, 3]])
+        r = sig.residual_beyond_chain(x, Vx, k)
+        have = ~torch.isnan(r).any(1)
+        assert float(r[have].sum(1).abs().max()) < 1e-12
+
+
+def test_residual_beyond_chain_vanishes_one_order_down(second_order, first_order):
+    # k = 2 is the skip-2 residual of the bigram chain, up to the stream's ends
+    x = first_order[1]
+    torch.testing.assert_close(
+        sig.residual_beyond_chain(x, VM, 2),
+        sig.residual_skip_signature(x, VM, 2),
+        rtol=0,
+        atol=5e-3,
+    )
+    # zero up to noise on an order-(k-1) chain, not on an order-k one
+    big2 = sig.markov_stream(second_order, VM, 2, 256 * 400, seed=0).view(256, 400)
+    x3 = third_order()
+    r3_on_2 = float(sig.residual_beyond_chain(big2, VM, 3).abs().max())
+    r3_on_3 = float(sig.residual_beyond_chain(x3, VM, 3).abs().max())
+    assert r3_on_2 < 0.03 and r3_on_3 > 0.3
+    # the skip-2 residual cannot see what three back adds beyond the trigram chain
+    r2_on_3 = float(sig.residual_beyond_chain(x3, VM, 2).abs().max())
+    assert r2_on_3 < r3_on_3 / 3
+
+
+def test_chain_prediction_errors(stream):
+    for f in (
+        lambda: sig.chain_prediction(stream, VL, 1),
+        lambda: sig.chain_prediction(stream[:3], VL, 3),
+        lambda: sig.chain_prediction(stream, 10**4, 6),
+    ):
+        with pytest.raises(ValueError):
+            f()

@@ -1,10 +1,13 @@
 """Chapter 5, the staircase in real language models: a small pre-norm decoder (RMSNorm,
 SwiGLU, rotary positions: the Qwen2.5 choices) trained on real text from small and from
-standard initialization, two synthetic controls, and a pretrained model's embedding.
+standard initialization, beside models of Markov chains fitted to the same text, and a
+pretrained model's embedding.
 
-The plumbing of the chapter: the corpora, their targets (next-token, residual and
-previous-token signatures) and split-half ceilings, one batched training run per corpus and
-tokenization, the stair readings (onsets, rises) and the figures' layouts.
+The plumbing of the chapter: the corpora, their targets (next token, the residual skip-2
+and skip-3 targets, previous token) and split-half ceilings, one batched training run per
+corpus and tokenization (the real-text model, its chain controls and its perturbed copies
+are instances of one model), the stair readings (onsets, levels, the paired test, the
+plateau test, stability) and the figures' layouts.
 """
 
 from __future__ import annotations
@@ -17,15 +20,14 @@ import torch
 from .. import corpora, engine, lm, page
 from .. import metrics as M
 from .. import signatures as sig
-from ..env import cpu_threads
+from ..init import perturb
 from ..models import Transformer, build
 from ..style import COLORS, band
-from ..sweep import Sweep
 from . import ChapterConfig
 
 CHAPTER = "05_real_language_models"
 
-Run = tuple[str, str]  # (corpus, tokenization); the corpus may be a control, "markov1"/"markov2"
+Run = tuple[str, str]  # (corpus, tokenization)
 
 
 @dataclass(frozen=True)
@@ -34,89 +36,112 @@ class Config(ChapterConfig):
 
     d_model, context_len, n_layers, d_mlp: the decoder (pre-RMSNorm, SwiGLU, rotary, one
         head, no biases or gains, next-token readout at every position).
-    batch_size: windows per step and instance.
-    seeds: the seeds; a seed fixes both the initial weights and the stream of windows, so
-        the small and the standard instance of one seed see the same batches.
+    batch_size: windows per step and instance (8 windows of 32 tokens: half the tokens of
+        the chapter's first version per step, so that more steps fit the budget).
+    seeds: the seeds; a seed fixes the initial weights and the stream of window starts, so
+        every instance of a seed (small and standard init, the chain controls, the perturbed
+        copies) sees windows at the same places of its own stream.
     gamma: the small-initialization rate gamma (weights drawn with std fan_in^-gamma).
     gamma_large: the comparator, the standard (LeCun) scale gamma = 0.5.
-    lr, weight_decay, steps: AdamW.
-    n_logs: the number of (log-spaced) logging steps of every run.
+    lr, weight_decay, steps: AdamW (constant rate, so the first n steps of a run are the
+        run of n steps, and a stair's level at a shorter length is read off the same run).
+    n_logs: about this many log-spaced logging steps per run (plus the lengths below).
     runs: the (corpus, tokenization) runs on real text; corpus "shakespeare", "kjv" or
-        "wiki", tokenization "char" or "bpe". The first is the main run and has the controls.
-    control_seed: the seed of the two synthetic streams (order-1 and order-2 chains fitted
-        to the main run's corpus).
+        "wiki", tokenization "char" or "bpe". The first is the main run.
+    markov_orders: the chains fitted to the main run's text that train beside it (order 1:
+        the bigram chain, nothing beyond the next token; 2: the trigram chain, a skip-2
+        residual and no skip-3 one; 3: both). Every other run trains beside its order-1 chain.
+    control_seed, control_chains: the chains' sampler seed and parallel chains.
     bpe_vocab: the byte-pair tokenizer's vocabulary size.
     top_char, top_bpe: how many of the most frequent tokens are tracked per tokenization.
     n_perm: permutations of the token labels in each permutation null.
     onset_frac: the fraction of a climb at which a stair's onset is read.
-    perturb_rel: the stability rerun of seed 0 with its init perturbed by this relative
-        amount (a second rerun runs on another thread count than the chapter's).
-    onset_tol_logs: how many logging steps an onset may move in the stability reruns.
-    pretrained_top: how many of the pretrained model's most frequent tokens in each corpus
-        are compared.
-    pretrained_chars: how much of each corpus is tokenized for the pretrained model (None:
-        all of it).
-    pretrained_corpora: the corpora the pretrained embedding is compared with.
-    pretrained_quantiles: the band of the pretrained comparison's permutation null.
+    end_logs: a curve's level at a length is its mean over this many logs ending there.
+    paired_q: the quantile of the paired test's null that the difference must pass.
+    paired_asserted: the runs whose paired test (real text beats its bigram-only model in
+        every seed) is asserted; the others are reported.
+    min_wait_over_rise: a plateau lasts at least this many times as long as the rise after
+        it (linear time, as in Chapter 2).
+    n_copies: perturbed copies of every small-init seed of the main run (stability).
+    perturb_rel: the relative size of the copies' perturbation of the initial weights.
+    onset_tol_logs: how many logging steps an onset may move in a perturbed copy.
+    widths: the widths of the growth curve: the main run's d, then one batched run each.
+    width_seeds: the seeds of the wider runs (small init, real text only).
+    lengths: the training lengths at which the stairs' levels are read, as fractions of
+        ``steps``.
+    pretrained_top, pretrained_chars, pretrained_corpora, pretrained_quantiles: the
+        pretrained model's comparison (its most frequent tokens per corpus, how much of each
+        corpus is tokenized, which corpora, the band of its null).
     """
 
     d_model: int = 32
     context_len: int = 32
     n_layers: int = 2
     d_mlp: int = 64
-    batch_size: int = 16
-    seeds: tuple[int, ...] = (0, 1, 2)
+    batch_size: int = 8
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     gamma: float = 1.0
     gamma_large: float = 0.5
     lr: float = 1e-3
     weight_decay: float = 0.01
-    steps: int = 1500
+    steps: int = 2000
     n_logs: int = 36
-    runs: tuple[tuple[str, str], ...] = (
-        ("shakespeare", "char"),
-        ("shakespeare", "bpe"),
-        ("kjv", "char"),
-        ("kjv", "bpe"),
-        ("wiki", "char"),
-        ("wiki", "bpe"),
-    )
+    runs: tuple[tuple[str, str], ...] = (("shakespeare", "char"), ("kjv", "char"))
+    markov_orders: tuple[int, ...] = (1, 2, 3)
     control_seed: int = 0
+    control_chains: int = 4096
     bpe_vocab: int = 512
     top_char: int = 60
     top_bpe: int = 100
     n_perm: int = 200
     onset_frac: float = 0.5
+    end_logs: int = 3
+    paired_q: float = 0.99
+    paired_asserted: tuple[tuple[str, str], ...] = (("shakespeare", "char"),)
+    min_wait_over_rise: float = 1.0
+    n_copies: int = 1
     perturb_rel: float = 1e-6
     onset_tol_logs: int = 2
-    pretrained_top: int = 300
-    pretrained_chars: int | None = 2_000_000
+    widths: tuple[int, ...] = (32, 64, 128)
+    width_seeds: tuple[int, ...] = (0,)
+    lengths: tuple[float, ...] = (0.25, 0.5, 1.0)
+    pretrained_top: int = 200
+    pretrained_chars: int | None = 1_000_000
     pretrained_corpora: tuple[str, ...] = ("shakespeare", "kjv", "wiki")
     pretrained_quantiles: tuple[float, float] = (0.01, 0.99)
 
 
 OVERRIDES = {
-    # ci runs the main corpus (Shakespeare, characters) and its two controls.
+    # ci: the main run with three seeds, and one wider run.
     "ci": dict(
-        steps=1200,
-        n_logs=32,
+        seeds=(0, 1, 2),
         runs=(("shakespeare", "char"),),
         n_perm=100,
-        pretrained_top=200,
-        pretrained_chars=1_000_000,
+        widths=(32, 64),
+        pretrained_chars=500_000,
     ),
+    # paper: the size a GPU run would use: d = 128 (widths up to 512), context 128, 7.4
+    # epochs of Shakespeare's characters, both tokenizations of two more corpora.
     "paper": dict(
-        d_model=256,
+        d_model=128,
         context_len=128,
-        n_layers=4,
-        d_mlp=1024,
-        batch_size=64,
-        seeds=(0, 1, 2, 3, 4),
-        lr=3e-4,
-        steps=30_000,
+        d_mlp=256,
+        batch_size=32,
+        steps=8000,
         n_logs=60,
+        runs=(
+            ("shakespeare", "char"),
+            ("shakespeare", "bpe"),
+            ("kjv", "char"),
+            ("wiki", "bpe"),
+        ),
         bpe_vocab=4096,
         top_bpe=500,
-        n_perm=1000,
+        n_perm=500,
+        n_copies=2,
+        widths=(128, 256, 512),
+        width_seeds=(0, 1),
+        lengths=(0.05, 0.25, 1.0),
         pretrained_top=1000,
         pretrained_chars=None,
     ),
@@ -127,25 +152,39 @@ LOADERS = {
     "kjv": corpora.load_kjv,
     "wiki": corpora.load_wiki,
 }
-CONTROLS = ("markov1", "markov2")
-# The targets of W^E: the first stair, and the residual ones (beyond the bigram chain).
-TARGETS = ["next", "res_skip2"]
+# The targets of W^E: the first stair, and the residual ones (what the token two back adds
+# beyond the bigram chain, three back beyond the trigram chain), each read as a part
+# correlation beyond the geometry of the stairs before it.
+TARGETS = ["next", "res_skip2", "res_skip3"]
+RESIDUAL = TARGETS[1:]
+ORTHOGONAL = {"res_skip2": ("next",), "res_skip3": ("next", "res_skip2")}
+PREVIOUS = {"next": None, "res_skip2": "next", "res_skip3": "res_skip2"}
 LABEL = {
     "next": r"$\phi^{\rm next}$",
-    "res_skip2": r"$\phi^{(2)}-\hat P^2$",
+    "res_skip2": "skip-2 residual",
+    "res_skip3": "skip-3 residual",
     "previous": r"$\varphi^{\rm pre}$",
+}
+NAME = {  # in words, for tables
+    "next": "next token",
+    "res_skip2": "skip-2 residual",
+    "res_skip3": "skip-3 residual",
+    "previous": "previous token",
 }
 COLOR = {
     "next": COLORS["next"],
     "res_skip2": COLORS["skip2"],
+    "res_skip3": COLORS["skip3"],
     "previous": COLORS["previous"],
 }
 TITLE = {
     "shakespeare": "Shakespeare",
     "kjv": "KJV",
     "wiki": "Wikipedia",
+    "text": "real text",
     "markov1": "order-1 chain",
     "markov2": "order-2 chain",
+    "markov3": "order-3 chain",
 }
 
 
@@ -161,37 +200,66 @@ def halves_of(corpus: corpora.Corpus, limit: int | None = None) -> tuple[str, st
     return "\n".join(docs[0::2]), "\n".join(docs[1::2])
 
 
-def targets(stream, V: int, tracked, L: int) -> tuple[dict, dict]:
-    """The embedding's targets (next token, residual skip-2) and the unembedding's (previous
-    token) of the tracked tokens, from :func:`lib.lm.lm_signatures` (no window targets)."""
-    phi, pre = lm.lm_signatures(
-        stream, V, tracked, L, skip_offsets=(2,), residual=True, window=False
+def train_halves(corpus: corpora.Corpus) -> tuple[str, str]:
+    """The documents of the training split (:func:`lib.corpora.split_by_document`),
+    alternately: the two halves of the split-half ceilings of what the models train on."""
+    val = set(corpora.validation_documents(corpus))
+    docs = [corpus.text[a:b] for name, a, b in corpus.documents if name not in val]
+    return "\n".join(docs[0::2]), "\n".join(docs[1::2])
+
+
+def targets(stream, V: int, tracked, L: int | None = None) -> dict:
+    """The targets of the tracked tokens, centred: the embedding's (next token, the skip-2
+    residual beyond the bigram chain, :func:`lib.signatures.residual_skip_signature`, and the
+    skip-3 residual beyond the trigram chain, :func:`lib.signatures.residual_beyond_chain`)
+    and the unembedding's (``previous``)."""
+    phi = {
+        "next": sig.next_token_signature(stream, V, rows=tracked),
+        "res_skip2": sig.residual_skip_signature(stream, V, 2, rows=tracked),
+        "res_skip3": sig.residual_beyond_chain(stream, V, 3, rows=tracked),
+        "previous": sig.previous_token_signature(stream, V, rows=tracked),
+    }
+    return {n: sig.centre(p) for n, p in phi.items()}
+
+
+def split_halves(a: dict, b: dict) -> dict[str, float]:
+    """Split-half agreement of every target, as the chapter reads it: plain R for the next-
+    and previous-token targets, part R beyond the earlier stairs' targets for the residual
+    ones (:func:`lib.lm.part_agreement`), each estimate against its own half's references."""
+    out = {n: lm.signature_agreement(a[n], b[n]) for n in ("next", "previous")}
+    for n, refs in ORTHOGONAL.items():
+        out[n] = lm.part_agreement(a[n], b[n], [a[z] for z in refs], [b[z] for z in refs])
+    return out
+
+
+def ceiling(split_half: float) -> float:
+    """The highest R an embedding can reach against a target estimated on the whole split,
+    from the split-half agreement ``r`` of its halves: the square root of the Spearman-Brown
+    reliability ``2r / (1 + r)`` (the correlation of a noisy estimate with the quantity it
+    estimates). NaN where ``r <= 0``: no reliable target."""
+    r = float(split_half)
+    return float(np.sqrt(2 * r / (1 + r))) if r > 0 else float("nan")
+
+
+def _tracked(stream, halves, V: int, top: int) -> list[int]:
+    """The most frequent tokens that occur in both halves (with a token before and three
+    after): a token of one document only has no split-half estimate."""
+    counts = torch.bincount(stream, minlength=V)
+    order = torch.argsort(counts, descending=True)
+    both = (torch.bincount(halves[0][1:-3], minlength=V) > 0) & (
+        torch.bincount(halves[1][1:-3], minlength=V) > 0
     )
-    return {n: phi[n] for n in TARGETS}, pre
-
-
-def full_reliability(split_half: float) -> float:
-    """Spearman-Brown: the reliability of an estimate from twice the data of each half,
-    ``2r / (1 + r)``, from the split-half agreement ``r``."""
-    return 2 * split_half / (1 + split_half)
-
-
-def ceilings(halves, V: int, tracked, L: int) -> dict[str, float]:
-    """Split-half ceiling of every target: the agreement of its two estimates."""
-
-    def both(stream, V, tracked):
-        phi, pre = targets(stream, V, tracked, L)
-        return {**phi, **pre}
-
-    return lm.split_half(*halves, V, tracked, both)
+    return order[both[order]][:top].tolist()
 
 
 def corpus_data(cfg: Config, device) -> dict[Run, dict]:
-    """Per run, and for the main run's two controls: the tokenizer's vocabulary size, the
-    training stream, the tracked (most frequent) tokens, their targets, the split-half
-    ceilings, and how much each residual target shares with the next-token one."""
+    """Per run: the tokenizer's vocabulary size ``V``, the training ``streams`` of every
+    source (``"text"``, and ``"markov{order}"``: chains fitted to the text, as long as it),
+    the tracked tokens, the targets of every source (``phi``), the split-half agreements
+    (``split``) and ceilings of the text's targets, and how much each residual target shares
+    with the next-token one (``shared``)."""
     data = {}
-    for corpus, kind in cfg.runs:
+    for n_run, (corpus, kind) in enumerate(cfg.runs):
         c = LOADERS[corpus]()
         text = corpora.split_by_document(c)[0]
         tok = (
@@ -199,126 +267,172 @@ def corpus_data(cfg: Config, device) -> dict[Run, dict]:
             if kind == "char"
             else corpora.train_bpe(text, cfg.bpe_vocab)
         )
-        stream = tok.encode(text).to(device)
-        halves = [tok.encode(h).to(device) for h in halves_of(c)]
-        data[corpus, kind] = _entry(cfg, tok.vocab_size, stream, halves, kind, tok=tok)
-    main = data[cfg.runs[0]]
-    for order, name in enumerate(CONTROLS, start=1):
-        s = sig.markov_stream(
-            main["stream"], main["V"], order, len(main["stream"]), cfg.control_seed
+        V = tok.vocab_size
+        streams = {"text": tok.encode(text).to(device)}
+        halves = [tok.encode(h).to(device) for h in train_halves(c)]
+        tracked = _tracked(
+            streams["text"], halves, V, cfg.top_char if kind == "char" else cfg.top_bpe
         )
-        half = len(s) // 2
-        data[name, cfg.runs[0][1]] = _entry(
-            cfg, main["V"], s, [s[:half], s[half:]], cfg.runs[0][1], tracked=main["tracked"]
+        for order in cfg.markov_orders if n_run == 0 else (1,):
+            streams[f"markov{order}"] = sig.markov_stream(
+                streams["text"], V, order, len(streams["text"]), cfg.control_seed,
+                n_chains=cfg.control_chains,
+            )  # fmt: skip
+        phi = {src: targets(s, V, tracked) for src, s in streams.items()}
+        split = split_halves(*(targets(h, V, tracked) for h in halves))
+        data[corpus, kind] = dict(
+            tok=tok,
+            V=V,
+            streams=streams,
+            tracked=tracked,
+            phi=phi,
+            split=split,
+            ceiling={n: ceiling(r) for n, r in split.items()},
+            shared={
+                n: lm.signature_agreement(phi["text"][n], phi["text"]["next"]) for n in RESIDUAL
+            },
         )
     return data
 
 
-def _entry(cfg, V, stream, halves, kind, tok=None, tracked=None) -> dict:
-    if tracked is None:
-        # The most frequent tokens that occur in both halves (with a token before and two
-        # after): a token of one document only, such as an article's title in Wikipedia's
-        # 4096-token BPE at paper scale, has no split-half estimate.
-        counts = torch.bincount(stream, minlength=V)
-        order = torch.argsort(counts, descending=True)
-        both = (torch.bincount(halves[0][1:-2], minlength=V) > 0) & (
-            torch.bincount(halves[1][1:-2], minlength=V) > 0
-        )
-        tracked = order[both[order]][: cfg.top_char if kind == "char" else cfg.top_bpe].tolist()
-    phi, pre = targets(stream, V, tracked, cfg.context_len)
-    return dict(
-        tok=tok,
-        V=V,
-        stream=stream,
-        tracked=tracked,
-        phi=phi,
-        pre=pre,
-        ceiling=ceilings(halves, V, tracked, cfg.context_len),
-        shared={n: lm.signature_agreement(phi[n], phi["next"]) for n in TARGETS[1:]},
-    )
+# --- the model, the instances and one batched run ---------------------------------------
 
 
-# --- the model, the instances and one training run --------------------------------------
-
-
-def decoder(cfg: Config, V: int) -> Transformer:
-    """The chapter's decoder: pre-RMSNorm, SwiGLU, rotary, one head; token embedding with
-    fan-in d (a lookup reads one row per position)."""
+def decoder(cfg: Config, V: int, d_model: int | None = None) -> Transformer:
+    """The chapter's decoder (pre-RMSNorm, SwiGLU, rotary, one head; token embedding with
+    fan-in d, since a lookup reads one row per position), at width ``d_model`` (the SwiGLU
+    width scales with it)."""
+    d = cfg.d_model if d_model is None else d_model
     return Transformer(
         V,
-        cfg.d_model,
+        d,
         cfg.context_len,
         n_layers=cfg.n_layers,
-        d_mlp=cfg.d_mlp,
+        d_mlp=cfg.d_mlp * d // cfg.d_model,
         readout="all",
         norm="rms",
         mlp="swiglu",
         positions="rotary",
-        emb_fan_in=cfg.d_model,
+        emb_fan_in=d,
     )
 
 
-def instances(cfg: Config) -> Sweep:
-    """The instances of every run: {small, standard} initialization x seeds (seeds fastest)."""
-    return Sweep(init=["small", "standard"], seed=list(cfg.seeds))
+class Instances:
+    """The instances of one batched run, each labelled by ``source`` (the stream it trains
+    on), ``init`` ("small" or "standard"), ``seed`` and ``copy`` (0: the instance itself;
+    1, 2, ...: a copy with its initial weights perturbed)."""
+
+    def __init__(self, rows):
+        self.rows = [dict(r) for r in rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> list:
+        return [r[name] for r in self.rows]
+
+    def index(self, **where) -> list[int]:
+        """The instances whose labels match every ``label=value`` given, in seed order."""
+        return [k for k, r in enumerate(self.rows) if all(r[n] == v for n, v in where.items())]
 
 
-def other_thread_count() -> int:
-    """A CPU thread count different from the current one, for the stability rerun."""
-    return 2 if torch.get_num_threads() == 1 else 1
+def instances(cfg: Config, sources, seeds=None, inits=("small", "standard"), copies: int = 0):
+    """Real text from each init in ``inits``, every other source from small init, and
+    ``copies`` perturbed copies of every small-init real-text instance; seeds fastest."""
+    seeds = cfg.seeds if seeds is None else seeds
+    rows = [dict(source="text", init=i, seed=s, copy=0) for i in inits for s in seeds]
+    rows += [dict(source=src, init="small", seed=s, copy=0) for src in sources for s in seeds]
+    rows += [
+        dict(source="text", init="small", seed=s, copy=c)
+        for c in range(1, copies + 1)
+        for s in seeds
+    ]
+    return Instances(rows)
 
 
-def gammas(cfg: Config, sweep: Sweep) -> list[float]:
-    return [cfg.gamma if init == "small" else cfg.gamma_large for init in sweep["init"]]
+def gammas(cfg: Config, inst: Instances) -> list[float]:
+    return [cfg.gamma if init == "small" else cfg.gamma_large for init in inst["init"]]
 
 
-def train_run(
-    cfg: Config, D: dict, sweep: Sweep, device, desc: str, params=None, threads: int | None = None
-) -> dict:
-    """Train every instance of ``sweep`` on the stream of ``D`` in one batched run (AdamW);
-    return the history and the alignment curves of W^E with each target (the residual ones
-    as part correlations, beyond the next-token target's geometry) and of W^U with the
-    previous-token signature. ``params`` replaces the initial weights (stability reruns);
-    ``threads`` trains on that many CPU threads (the stability rerun on another thread
-    count)."""
-    model = decoder(cfg, D["V"])
-    if params is None:
-        params = build(model, sweep["seed"], gamma=gammas(cfg, sweep), device=device)
+def log_at(cfg: Config) -> np.ndarray:
+    """The logging steps: about ``n_logs`` log-spaced ones and the lengths of the growth
+    curve, each with the ``end_logs - 1`` logs before it on an even grid of its own."""
+    extra = [round(f * cfg.steps) for f in cfg.lengths]
+    return np.union1d(engine.log_steps(cfg.steps, cfg.n_logs), extra)
+
+
+def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=None) -> dict:
+    """Train every instance on its own source's stream in one batched run (AdamW). The
+    perturbed copies start from their instance's weights times ``1 + perturb_rel * z``, each
+    with its own noise (:func:`lib.init.perturb`). Returns the history (``S_E`` and ``S_U``:
+    the increments' similarities over the tracked tokens) and the instances."""
+    model = decoder(cfg, D["V"], d_model)
+    params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
+    copies = [k for k, c in enumerate(inst["copy"]) if c]
+    if copies:
+        noisy = perturb(params, cfg.perturb_rel, seed=1)
+        with torch.no_grad():
+            for n, p in params.items():
+                p[copies] = noisy[n][copies].detach()
+    sources = list(dict.fromkeys(inst["source"]))
+    stream = torch.stack([D["streams"][s] for s in sources])
+    data = lm.window_sampler(
+        stream,
+        cfg.context_len,
+        cfg.batch_size,
+        inst["seed"],
+        device=device,
+        stream_of=[sources.index(s) for s in inst["source"]],
+    )
     callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
-    stream = lm.window_sampler(
-        D["stream"], cfg.context_len, cfg.batch_size, sweep["seed"], device=device
-    )
-    with cpu_threads(threads):
-        hist = _train(cfg, model, params, stream, callbacks, desc)
-    return dict(
-        hist=hist,
-        emb=lm.alignment_curves(hist["S_E"], D["phi"], n_perm=cfg.n_perm, orthogonal_to="next"),
-        unemb=lm.alignment_curves(hist["S_U"], D["pre"], n_perm=cfg.n_perm)["previous"],
-    )
-
-
-def _train(cfg, model, params, stream, callbacks, desc):
-    return engine.train(
+    hist = engine.train(
         model,
         params,
-        stream,
+        data,
         cfg.steps,
         optimizer="adamw",
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
-        log_at=cfg.n_logs,
+        log_at=log_at(cfg),
         callbacks=callbacks,
         desc=desc,
     )
+    return dict(hist=hist, inst=inst)
 
 
-def first_gradient(cfg: Config, D: dict, sweep: Sweep, device) -> np.ndarray:
+def read_run(cfg: Config, D: dict, run: dict) -> dict:
+    """Every instance against the real text's targets (``emb``: plain R for the next token,
+    part R beyond the earlier stairs for the residual targets), each control against its
+    own chain's targets (``own``), the real-text instances' unembedding against the
+    previous-token signature (``unemb``), and the stairs of every instance (``st``)."""
+    hist, inst = run["hist"], run["inst"]
+    phi = {n: D["phi"]["text"][n] for n in TARGETS}
+    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.n_perm, orthogonal_to=ORTHOGONAL)
+    own = {}
+    for src in dict.fromkeys(inst["source"]):
+        if src != "text":
+            rows = inst.index(source=src)
+            own[src] = lm.alignment_curves(
+                hist["S_E"][:, rows],
+                {n: D["phi"][src][n] for n in TARGETS},
+                n_perm=cfg.n_perm,
+                orthogonal_to=ORTHOGONAL,
+            )
+    text = inst.index(source="text", copy=0)
+    unemb = lm.alignment_curves(
+        hist["S_U"][:, text], {"previous": D["phi"]["text"]["previous"]}, n_perm=cfg.n_perm
+    )["previous"]
+    return dict(run, emb=emb, own=own, unemb=unemb, st=stairs(hist.steps, emb, cfg))
+
+
+def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
     """Per instance, the cosine between the step-0 gradient of W^E (autograd, the full
-    decoder, the first batch) and its order-0 term :func:`lib.lm.residual_path_gradient`."""
+    decoder, the first batch of the real text) and its order-0 term
+    :func:`lib.lm.residual_path_gradient`."""
     model = decoder(cfg, D["V"])
-    params = build(model, sweep["seed"], gamma=gammas(cfg, sweep), device=device)
+    params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
     X, y = lm.window_sampler(
-        D["stream"], cfg.context_len, cfg.batch_size, sweep["seed"], device=device
+        D["streams"]["text"], cfg.context_len, cfg.batch_size, inst["seed"], device=device
     )(0)
     (grad,) = torch.autograd.grad(
         engine.cross_entropy(model.forward(params, X), y).sum(), params["E"]
@@ -330,25 +444,117 @@ def first_gradient(cfg: Config, D: dict, sweep: Sweep, device) -> np.ndarray:
 # --- reading the stairs ------------------------------------------------------------------
 
 
-def stairs(run: dict, frac: float) -> dict:
-    """Per instance: the next-token onset (``frac`` of its maximum, above its null), and for
-    each residual target the onset, size and base of its largest climb after that onset
-    (:func:`lib.metrics.rise_onset`). No stair: a climb within the half-width of the
-    target's null band, or a peak within one half-width above the band."""
-    steps, c = run["hist"].steps, run["emb"]["next"]
-    t_next = M.relative_onset(steps, c["R"], frac=frac, floor=float(np.nanmax(c["null_hi"])))[0]
-    out = {"next": t_next}
-    for n in TARGETS[1:]:
-        c = run["emb"][n]
+def stairs(steps, curves: dict, cfg: Config) -> dict:
+    """Per instance: the next-token onset (``onset_frac`` of its maximum, above its null),
+    and for each residual target the onset, size and base of its largest climb after the
+    previous stair's onset (:func:`lib.metrics.rise_onset`), and its level at the end.
+    No stair: a climb within the half-width of the target's null band, or a peak within
+    one half-width above the band."""
+    steps = np.asarray(steps, dtype=float)
+    c = curves["next"]
+    floor = float(np.nanmax(c["null_hi"]))
+    out = {"next": M.relative_onset(steps, c["R"], frac=cfg.onset_frac, floor=floor)[0]}
+    for n in TARGETS:
+        out[f"{n}_end"] = level(curves[n]["R"], len(steps) - 1, cfg.end_logs)
+        if n == "next":
+            continue
+        c = curves[n]
         hi = float(np.nanmax(c["null_hi"]))
         half_width = (hi - float(np.nanmin(c["null_lo"]))) / 2
         on, rise, base = M.rise_onset(
-            steps, c["R"], t_next, frac=frac, min_rise=half_width, floor=hi + half_width
-        )
+            steps, c["R"], out[PREVIOUS[n]], frac=cfg.onset_frac, min_rise=half_width,
+            floor=hi + half_width,
+        )  # fmt: skip
         out[n], out[f"{n}_rise"], out[f"{n}_base"] = on, rise, base
-        out[f"{n}_floor"] = hi + half_width  # a stair must peak above this
-        out[f"{n}_peak"] = np.nanmax(c["R"], 0)
+        out[f"{n}_floor"] = hi + half_width
     return out
+
+
+def level(R, at: int, n: int = 3) -> np.ndarray:
+    """A curve's level at log ``at``: its mean over the ``n`` logs ending there (per
+    instance, or per instance and permutation for a null)."""
+    return np.asarray(R)[max(at - n + 1, 1) : at + 1].mean(0)
+
+
+def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
+    """Per instance of ``rows``: the stair before ``target`` has an onset and ``target``'s
+    stair comes after it."""
+    a, b = st[PREVIOUS[target]][rows], st[target][rows]
+    return np.isfinite(a) & np.isfinite(b) & (b > a)
+
+
+def paired(curves: dict, target: str, a, b, cfg: Config) -> dict:
+    """The paired test, seed by seed: instance ``a[k]``'s level at the end minus instance
+    ``b[k]``'s (both read against the same target), and the ``paired_q`` quantile of the
+    same difference under the permutation null (the same permutations for both, so a
+    permutation moves both readings alike). Returns per seed ``a``, ``b``, ``diff``, ``null``
+    (the quantile) and ``margin = diff - null``; positive where ``a`` beats ``b``."""
+    c, last = curves[target], len(curves[target]["R"]) - 1
+    ra, rb = level(c["R"][:, a], last, cfg.end_logs), level(c["R"][:, b], last, cfg.end_logs)
+    na = level(c["null"][:, a], last, cfg.end_logs)
+    nb = level(c["null"][:, b], last, cfg.end_logs)
+    q = np.quantile(na - nb, cfg.paired_q, axis=-1)
+    return dict(a=ra, b=rb, diff=ra - rb, null=q, margin=ra - rb - q)
+
+
+def plateau_and_rise(steps, R, null_hi, after, onset):
+    """How long a residual curve sits inside its null after the previous stair, and how long
+    it then takes to rise: per instance, in steps (linear time, as
+    :func:`lib.staircase.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
+    previous stair's onset) to the last logged step before ``onset[k]`` at which the curve is
+    still at or below the null's upper band ``null_hi``, and ``rise`` from there to the onset.
+    A plateau is a wait at least as long as the rise (and at least two logs inside the
+    null); a smooth rise from step 1 leaves the null early and rises slowly. NaN where
+    there is no onset or no log inside the null."""
+    steps = np.asarray(steps, dtype=float)
+    R = np.asarray(R, dtype=float).reshape(len(steps), -1)
+    after, onset = (np.broadcast_to(np.asarray(x, float), R.shape[1:]) for x in (after, onset))
+    wait, rise = np.full(R.shape[1], np.nan), np.full(R.shape[1], np.nan)
+    for k in range(R.shape[1]):
+        inside = (steps >= after[k]) & (steps < onset[k]) & (R[:, k] <= np.asarray(null_hi))
+        if np.isfinite(after[k]) and np.isfinite(onset[k]) and inside.sum() >= 2:
+            t_exit = steps[inside].max()
+            wait[k], rise[k] = t_exit - after[k], onset[k] - t_exit
+    return wait, rise
+
+
+def plateau_tests(steps, emb: dict, st: dict, rows) -> tuple[dict, dict]:
+    """The plateau test of each residual stair on the instances ``rows``, and of its smooth
+    controls: ``plateau[n] = (wait, rise, wait / rise)`` and ``control[n, name] = wait / rise``
+    of each curve of :func:`smooth_rises` (read against the same null, from the same
+    previous onset, with their own half-way onsets)."""
+    plateau, control = {}, {}
+    for n in RESIDUAL:
+        after, onset, null_hi = st[PREVIOUS[n]][rows], st[n][rows], emb[n]["null_hi"]
+        wait, rise = plateau_and_rise(steps, emb[n]["R"][:, rows], null_hi, after, onset)
+        plateau[n] = (wait, rise, wait / rise)
+        for name, curve in smooth_rises(steps, st[f"{n}_end"][rows], onset).items():
+            w, r = plateau_and_rise(steps, curve, null_hi, after, half_onset(steps, curve))
+            control[n, name] = w / r
+    return plateau, control
+
+
+def smooth_rises(steps, end, onset) -> dict[str, np.ndarray]:
+    """The plateau test's negative controls, per instance: monotone curves from step 1 with
+    the same level at the end as the measured one. ``log-linear``: a straight line on the log
+    axis, 0 at step 1; ``exponential``: ``end * (1 - exp(-(t - 1) / tau))`` (its asymptote
+    the end level) that reaches half of it at the measured onset (as Chapter 2's smooth
+    decay escapes at the measured step). Each is ``(n_logs, K)``, NaN at step 0; their onsets are where they reach half."""
+    t = np.asarray(steps, dtype=float)[:, None]
+    end, onset = np.asarray(end, float)[None], np.asarray(onset, float)[None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_line = end * np.log(t) / np.log(t[-1])
+        tau = (onset - 1) / np.log(2)
+        expo = end * (1 - np.exp(-(t - 1) / tau))
+    out = {"log-linear": log_line, "exponential": expo}
+    return {n: np.where(t >= 1, c, np.nan) for n, c in out.items()}
+
+
+def half_onset(steps, curves) -> np.ndarray:
+    """The first logged step at which each curve reaches half its last value."""
+    c = np.nan_to_num(np.asarray(curves, dtype=float), nan=-np.inf)
+    hit = c >= c[-1:] / 2
+    return np.where(hit.any(0), np.asarray(steps, dtype=float)[hit.argmax(0)], np.nan)
 
 
 def log_index(steps, onsets) -> np.ndarray:
@@ -358,8 +564,15 @@ def log_index(steps, onsets) -> np.ndarray:
     return np.where(np.isnan(onsets), np.nan, idx)
 
 
+def onset_moves(steps, a, b) -> np.ndarray:
+    """How many logging steps each onset of ``a`` lies from the same instance's in ``b``:
+    0 where neither has a stair, infinite where only one has."""
+    ia, ib = log_index(steps, a), log_index(steps, b)
+    return np.where(np.isnan(ia) & np.isnan(ib), 0.0, np.nan_to_num(np.abs(ia - ib), nan=np.inf))
+
+
 def separation(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
-    """Decades of training between the next-token onset and the residual one, per instance
+    """Decades of training between the next-token onset and a residual one, per instance
     (NaN where either stair is missing): how distinct the two stairs are on a log axis."""
     return np.log10(st[target][rows] / st["next"][rows])
 
@@ -372,11 +585,31 @@ def distinct(st: dict, small, standard, target: str = "res_skip2") -> np.ndarray
     return np.nan_to_num(a, nan=-np.inf) > np.nan_to_num(b, nan=-np.inf)
 
 
-def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
-    """Per instance of ``rows``: the next-token stair has an onset and the residual stair
-    comes after it."""
-    n, r = st["next"][rows], st[target][rows]
-    return np.isfinite(n) & np.isfinite(r) & (r > n)
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
+    """A rate ``k / n`` and its Wilson score interval."""
+    if n == 0:
+        return (float("nan"),) * 3
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def verdicts(st: dict, rows, paired_margin) -> np.ndarray:
+    """Per instance of ``rows``: (next-token stair, skip-2 stair after it, skip-3 stair after
+    that, real text beats the bigram-only model), the verdicts a perturbed copy must keep."""
+    return np.stack(
+        [
+            np.isfinite(st["next"][rows]),
+            climbs(st, rows, "res_skip2"),
+            climbs(st, rows, "res_skip3"),
+            np.asarray(paired_margin) > 0,
+        ],
+        -1,
+    )
+
+
+# --- words -------------------------------------------------------------------------------
 
 
 def onset_text(x, seeds) -> str:
@@ -405,6 +638,17 @@ def onset_range(x) -> str:
     return f"step {page.number(lo)}" if lo == hi else f"steps {page.number(lo)}–{page.number(hi)}"
 
 
+def value_range(x, fmt: str = "{:.2f}") -> str:
+    """Values over seeds as a range in words: ``0.11–0.14``, ``-0.04 to 0.01`` (a negative
+    end), one value, or ``—``."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return page.MISSING
+    lo, hi = fmt.format(x.min()), fmt.format(x.max())
+    return lo if lo == hi else f"{lo}{' to ' if x.min() < 0 else '–'}{hi}"
+
+
 def per_seed_text(x, fmt: str = "{:.1f}") -> str:
     """Values over seeds in words (:mod:`lib.page`), in seed order: ``0.8, 1.1 and 0.9``,
     with :data:`lib.page.MISSING` for a missing one."""
@@ -424,36 +668,26 @@ def init_title(init: str, gamma: float) -> str:
     return f"{init} init (γ = {gamma:g})"
 
 
-def plot_run(axes, run: dict, title: str, small, standard, gammas=(1.0, 0.5)) -> None:
-    """Columns: W^E against the next-token and residual targets, small init; the same,
-    standard init; W^U against the previous-token signature (both inits)."""
-    steps = run["hist"].steps[1:]  # the increment is zero at step 0: R starts at step 1
-    inits = [(axes[0], small, "small", gammas[0]), (axes[1], standard, "standard", gammas[1])]
-    for ax, rows, init, g in inits:
-        plot_alignment(ax, run, rows)
-        ax.set_title(f"{title}\n{init_title(init, g)}")
-    u = run["unemb"]
-    band(axes[2], steps, u["R"][1:, small], COLORS["small"], label="small init")
-    band(axes[2], steps, u["R"][1:, standard], COLORS["large"], label="standard init")
-    axes[2].fill_between(
-        steps, u["null_lo"][1:], u["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
-    )
-    axes[2].set_title(f"{title}\n" + r"$W^U$ vs $\varphi^{\rm pre}$")
-    axes[2].legend(fontsize=8)
-    axes[0].set_ylabel(r"$R_{\cos}$")
-
-
-def plot_alignment(ax, run: dict, rows) -> None:
-    """W^E's R_cos with the next-token and the residual skip-2 target (seeds as bands) and
-    the residual target's permutation null (grey)."""
-    steps = run["hist"].steps[1:]  # the increment is zero at step 0: R starts at step 1
-    for n in TARGETS:
-        band(ax, steps, run["emb"][n]["R"][1:, rows], COLOR[n], label=LABEL[n])
-    null = run["emb"]["res_skip2"]
-    ax.fill_between(
-        steps, null["null_lo"][1:], null["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
-    )
+def plot_alignment(ax, steps, curves: dict, rows, names=TARGETS, null="res_skip2", ls="-"):
+    """W^E's R_cos with each target in ``names`` over training (seeds as bands) and one
+    target's permutation null (grey)."""
+    s = np.asarray(steps)[1:]  # the increment is zero at step 0: R starts at step 1
+    for n in names:
+        band(ax, s, curves[n]["R"][1:, rows], COLOR[n], label=LABEL[n], ls=ls)
+    if null is not None:
+        c = curves[null]
+        ax.fill_between(
+            s, c["null_lo"][1:], c["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
+        )
     ax.axhline(0, color=COLORS["reference"], lw=0.5)
+
+
+def mark_onsets(ax, st: dict, rows, names=TARGETS) -> None:
+    """A dotted line at the median onset of each stair that has one in some seed."""
+    for n in names:
+        on = st[n][rows]
+        if np.isfinite(on).any():
+            ax.axvline(np.nanmedian(on), color=COLOR[n], ls=":", lw=1.2)
 
 
 # --- the pretrained model ---------------------------------------------------------------
@@ -471,10 +705,9 @@ MIN_COUNT = 10  # a tracked token occurs at least this often in each half
 
 
 def pretrained_targets(streams, top: int, L: int):
-    """The most frequent ``top`` token ids of the first stream and their targets, over the
-    token ids that occur in any of ``streams`` (the whole text and its two halves; compact
-    ids). Returns ``(top ids, targets of each stream)``, targets as in :func:`targets` plus
-    ``previous``."""
+    """The most frequent ``top`` token ids of the first stream and their targets
+    (:func:`targets`), over the token ids that occur in any of ``streams`` (the whole text
+    and its two halves; compact ids). Returns ``(top ids, targets of each stream)``."""
     used, compact = torch.unique(torch.cat(streams), return_inverse=True)
     parts = torch.split(compact, [len(s) for s in streams])
     # Counted without each stream's last L tokens, so that a tracked token has successors at
@@ -482,8 +715,4 @@ def pretrained_targets(streams, top: int, L: int):
     counts = torch.stack([torch.bincount(p[:-L], minlength=len(used)) for p in parts])
     eligible = torch.nonzero((counts >= MIN_COUNT).all(0)).flatten()
     top_c = eligible[torch.argsort(counts[0, eligible], descending=True)[:top]]
-    out = []
-    for p in parts:
-        phi, pre = targets(p, len(used), top_c, L)
-        out.append({**phi, "previous": pre["previous"]})
-    return used[top_c].tolist(), out
+    return used[top_c].tolist(), [targets(p, len(used), top_c) for p in parts]
