@@ -28,11 +28,11 @@ class Config(ChapterConfig):
     n_keys, n_keys_three: keys of the two-stair and the three-stair task
         (:func:`lib.tasks.gated_parity_bits`).
     h_weights: how often h+ and h- occur in the three-stair task (2:1): an exactly balanced
-        h would make the third stair a saddle (a prototype stayed on it for 4000 steps), and
-        at 3:2 it was still close enough to one that the order-2 geometry formed or not
-        depending on a 1e-6 change of the init (seed 0 at ci: R2 peaked at 0.63, perturbed
-        at 0.20, both learning bit 2 at the same step). At 2:1 every seed at ci and book,
-        and seeds 5-9 at book, kept its verdict under the perturbation and on 2 threads.
+        h would make the third stair a saddle (a run can stay on it for thousands of
+        steps), and at 3:2 it is still close enough to one that the order-2 geometry forms
+        or not depending on a 1e-6 change of the init (seed 0 at ci: R2 peaks at 0.63,
+        perturbed at 0.20, both learning bit 2 at the same step). At 2:1 every seed keeps
+        its verdict under the perturbation (checked in the chapter).
     shuffle_seed: the permutation of the labels in the shuffled-label control.
     d_model, d_hidden: width of the embedding and of the MLP hidden layer (both models).
     seeds: the seeds of every run (one instance each, per gamma).
@@ -69,9 +69,9 @@ class Config(ChapterConfig):
     The attention model with three stairs (``models.AttnEmbMLP``): the Emb-MLP's bag of
         embeddings pooled by single-head attention from the last token. With W_Q = W_K = 0
         its attention is exactly uniform and it *is* the three-stair Emb-MLP (checked in the
-        chapter). Its learned and frozen-QK runs of earlier versions are not run: as
-        ensembles of copies they cost 163 s of CPU each at ci (3 seeds x 8 copies x 900
-        steps), more than the chapter's budget; whether attention that must learn changes
+        chapter). Its learned and frozen-QK runs are not run: as ensembles of copies they
+        would cost 163 s of CPU each at ci (3 seeds x 8 copies x 900 steps), more than the
+        chapter's budget, on a task that uniform attention already reads; whether attention that must learn changes
         the staircase is Chapter 12's question, on a task built for it.
     copies, copy_rel: the attention model's staircase is read as a rate: every seed at small
         init is an ensemble of ``copies`` instances whose initial weights are multiplied by
@@ -81,8 +81,8 @@ class Config(ChapterConfig):
     stability_tol: the Emb-MLP runs are rerun at small init from inits multiplied by
         1 + copy_rel * z; every onset and escape must move by at most stability_tol logged
         steps, and every per-seed verdict must stay the same. (A rerun on another number of
-        CPU threads, in earlier versions, summed these runs in the same order on this
-        machine: it perturbed nothing and is not run.)
+        CPU threads sums these runs in the same order on a CPU: it perturbs nothing and is
+        not run.)
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
         control), of the attention model and of the three-stair Emb-MLP.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds

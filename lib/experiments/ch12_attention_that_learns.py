@@ -43,13 +43,13 @@ class Config(ChapterConfig):
         With width 4 a perfect parity code in the embeddings reads only R1 = 0.4 against the
         order-1 signature (the boxes of far-apart anchors do not overlap, so their order-1
         similarity is 0 whatever the embedding does), and the trained R1 stays within 0.05
-        of its floor; at width 24 the same code reads 0.95 (checked in a prototype).
+        of its floor; at width 24 the same code reads 0.95 (checked in a pilot run).
 
     The model (``Transformer(ov="identity", readout_sees_self=False)``): one layer, one head,
     a ReLU MLP, learned positions, no value or output weights, the anchor's row attending to
     the three context positions only. d_model, d_mlp: its widths.
     gamma: the init rate, 1.0 (Chapter 2's small init). At 1.25 the plateau is longer and
-        the share of climbing copies no higher in a prototype (3 seeds x 2 copies).
+        the share of climbing copies no higher in a pilot run (3 seeds x 2 copies).
     lr: full-batch Adam's learning rate of every weight (r = 1 in the main runs).
     seeds, copies, copy_rel: the seeds, each an ensemble of ``copies`` instances whose
         initial weights differ by a relative ``copy_rel`` (copy 0: the seed itself).
