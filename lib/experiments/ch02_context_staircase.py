@@ -232,3 +232,22 @@ def escape_summary(stairs) -> dict:
         else "never (some seeds)"
         for b, v in stairs.escapes.items()
     }
+
+
+def explorer(run, gammas) -> dict:
+    """The staircase explorer's data, from a run's own arms: the steps (step 0 left out, for
+    the log axis), ``curves[name]`` of shape ``(len(gammas), n_steps)`` (the seed medians of
+    each ``R_j`` and of each bit's sign-bit loss over ln 2) and ``hlines`` (the run's floor
+    of each ``R_j``, the same at every gamma)."""
+    orders = run.targets.orders
+    arms = [run.arm(gamma)[1] for gamma in gammas]
+    curves = {f"R{o}": np.stack([np.median(m[f"R{o}"][1:], 1) for m in arms]) for o in orders}
+    for o in orders[1:]:
+        bits = [np.median(m[f"bit{o}"][1:], 1) / math.log(2) for m in arms]
+        curves[f"bit-{o} loss / ln 2"] = np.stack(bits)
+    colors = {f"R{o}": ORDER_COLOR[o] for o in orders}
+    colors |= {f"bit-{o} loss / ln 2": COLORS["theory" if o == 1 else "traceback"]
+               for o in orders[1:]}  # fmt: skip
+    hlines = {f"R{o}": [float(run.floor[o])] * len(gammas) for o in orders}
+    x = np.asarray(run.history.steps[1:], dtype=float)
+    return dict(x=x, values=list(gammas), curves=curves, colors=colors, hlines=hlines)

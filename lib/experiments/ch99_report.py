@@ -101,6 +101,10 @@ HEADLINES: tuple[Headline, ...] = (
              "explained through self-attention's flow (" + ABSTRACT + ")"),
     Headline(("stair-main",), "real text: a second, residual stair after next-token",
              "staircase seen in real LM training (" + ABSTRACT + ")"),
+    Headline(("paired-main",), "real text: the second stair beats a bigram-only model's",
+             "new control (neither paper)"),
+    Headline(("skip3-main",), "real text: a third stair, three tokens back",
+             "signatures of more and more context tokens (" + ABSTRACT + ")"),
     Headline(("e3-signature-vs-permuted",), "a signature-structured embedding learns better",
              "embedding structure matters for learning (" + ABSTRACT + ")"),
     Headline(("effective-ratio",), "factorization rescales each circuit's learning rate",
@@ -121,6 +125,9 @@ HEADLINES: tuple[Headline, ...] = (
     Headline(("staircase-model-climbs",), "faster QK and the staircase: the stair survives",
              "new question (neither paper)"),
     Headline(("boundary-moves",), "what sets the order: context order against signal strength",
+             "new question (neither paper)"),
+    Headline(("sel-learned-climb", "sel-frozen-fails"),
+             "attention that has to learn: learned QK climbs in order, frozen QK never",
              "new question (neither paper)"),
 )  # fmt: skip
 
