@@ -1,6 +1,8 @@
 """The Order of Learning: the library behind the executable book.
 
-Core: ``env`` (scale, device, quietness, ``ConfigError``), ``init`` (the one init
+Core: ``env`` (scale, device, quietness, ``ConfigError``), ``process`` (the settings
+importing ``lib`` applies to the process: idle threads sleep, denormal floats flush to
+zero), ``init`` (the one init
 function), ``models`` (the batched models), ``engine`` (batched training), ``sweep``
 (labelled grids of instances), ``tasks`` (the synthetic tasks), ``corpora`` (offline
 corpora and tokenizers; ``corpus_files``: their files, checked before they are read), ``signatures`` (probability signatures), ``metrics`` (alignment,
@@ -24,20 +26,6 @@ need: ``from lib import signatures as sig``.
 
 __version__ = "0.1.0"
 
-import os as _os
+from .process import set_process_defaults as _set_process_defaults
 
-# Threads that wait for work sleep instead of spinning. The Makefile exports the same for
-# `make book` and `make test`; this covers a chapter run any other way (nbmake by hand, a
-# script). A chapter's stability rerun on 2 threads beside another job otherwise spins for
-# the core that job holds, many times slower; the results do not change. OpenMP reads it
-# once, when torch loads, so it is set before the import (an explicit setting wins).
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch as _torch  # noqa: E402
-
-# Flush denormal floats (below 1e-38) to zero, process-wide. Adam drives the logits of
-# labels a model has ruled out down at a constant rate, so their probabilities and
-# gradients pass through the denormal range, where CPUs compute many times slower
-# (`make bench` measures it). The flag is per thread and worker threads copy it when they
-# are created, so it is set here, on import, before torch starts its thread pool.
-_torch.set_flush_denormal(True)
+_set_process_defaults()
