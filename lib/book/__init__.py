@@ -37,5 +37,5 @@ a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM),
 published together), ``lock`` (the Makefile's lock, run as a file), ``mathjax`` and ``fold`` (what staging copies and
 folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``),
 ``testcache`` (the chapters ``make test`` need not run again) and ``cli`` (the command
-line). :mod:`lib.booktools` gathers them in one namespace.
+line). :mod:`lib.booktools` is the command run as a program (``python -m lib.booktools``).
 """
