@@ -1,27 +1,15 @@
 """The Order of Learning: the library behind the executable book.
 
-Core: ``env`` (scale, device, quietness, ``ConfigError``), ``process`` (the settings
-importing ``lib`` applies to the process: idle threads sleep, denormal floats flush to
-zero), ``init`` (the one init
-function), ``models`` (the batched models), ``engine`` (batched training), ``sweep``
-(labelled grids of instances), ``tasks`` (the synthetic tasks), ``corpora`` (offline
-corpora and tokenizers; ``corpus_files``: their files, checked before they are read), ``signatures`` (probability signatures), ``metrics`` (alignment,
-partial correlation, onsets, attention entropy, matched-loss reading), ``nulls``
-(label-permutation floors), ``rates`` (rates over perturbed copies, Wilson intervals), ``style`` (the
-figure style and palettes) and ``interactive`` (offline slider figures). Per topic:
-``staircase`` (the context staircase), ``probes`` (held-out linear probes: where a
-feature lives), ``adam_plateau`` (the bit-1 plateau under Adam: its symmetry, contrast and
-two-phase law), ``order`` (what sets the order: context order against signal strength),
-``flow`` (the gradient-flow expansions), ``lm``
-(language-model training and alignment curves), ``pretrained`` (a pretrained model's
-embedding), ``embedstruct`` (embedding structure), ``qkov`` (the QK/OV attention models)
-and ``reduced`` (their reduced two-scalar theory). The book: ``experiments`` (one module
-per chapter, ``experiments.chNN_name``: its typed ``Config`` and plumbing, and
-``announce``), ``claims`` (what each chapter checks, for the reproduction report),
-``page`` (gluing a section's numbers into its Markdown),
-``booktools`` (the build's command line; its code is ``book``, one module per
-concern) and ``bench`` (speed, as ratios). Chapters import what they
-need: ``from lib import signatures as sig``.
+Its folders are its layers, each importing only from those below it: ``data`` (tasks,
+corpora, signatures), ``training`` (the init, the batched models, the engine), ``measure``
+(alignment, onsets, probes, nulls, rates), ``theory`` (the flow expansions, the reduced
+theory), ``experiments`` (one module per chapter: its typed ``Config`` and plumbing) and
+``book`` (claims, the page's formatter, the figure style, and the build). Beside them:
+``env`` (scale, device, quietness, ``ConfigError``), ``process`` (the settings importing
+``lib`` applies to the process: idle threads sleep, denormal floats flush to zero),
+``booktools`` (the build's command line, ``python -m lib.booktools``) and ``bench``
+(speed, as ratios). Chapters import what they need:
+``from lib.data import signatures as sig``.
 """
 
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ steps per second (one "step" advances all K instances) and the ratios, once on o
 thread (how the book trains: one worker per core, one thread each) and once on torch's
 default (every core):
 
-* batched: one call of :func:`lib.engine.train` with K=16;
+* batched: one call of :func:`lib.training.engine.train` with K=16;
 * sequential: 16 calls with K=1, the same engine;
 * plain: 16 runs of an ordinary ``nn.Module`` + ``torch.optim.Adam`` loop, the
   implementation a reader would write first.
@@ -52,9 +52,9 @@ from functools import partial
 import torch
 import torch.nn as nn
 
-from .engine import train
 from .env import cpu_threads, quietly
-from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
+from .training.engine import train
+from .training.models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
 
 
 class _PlainEmbMLP(nn.Module):
@@ -162,8 +162,9 @@ def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3, threads=None):
 
 _DENORMAL_RUN = """
 import time, torch
-from lib import engine, tasks
-from lib.models import EmbMLP, build
+from lib.data import tasks
+from lib.training import engine
+from lib.training.models import EmbMLP, build
 torch.set_flush_denormal({flush})  # overrides lib's import-time setting, before any
 # parallel op, so that torch's worker threads copy it
 d = tasks.with_marker(tasks.modular_addition(0, p=47).train, 161, 3)

@@ -1,4 +1,4 @@
-"""The gamma law of Chapter 11 (lib/adam_plateau.py): the symmetry, the bilinear contrast,
+"""The gamma law of Chapter 11 (lib/theory/adam_plateau.py): the symmetry, the bilinear contrast,
 the readings of a run and the two-phase law, each against a direct computation."""
 
 import math
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib import adam_plateau as ap
-from lib import engine, models, tasks
+from lib.data import tasks
+from lib.theory import adam_plateau as ap
+from lib.training import engine, models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -163,7 +164,7 @@ def test_run_probe_logs_every_step_and_selects_arms():
 def test_adam_clock_is_the_step_after_a_burst():
     """After a burst of gradients that then stops, Adam's 1/sqrt(v_hat) is phi(t)/sqrt(G),
     on the engine's own Adam step; a burst that does not stop breaks the law (control)."""
-    from lib.engine import _adam_step, _Hyper
+    from lib.training.engine import _adam_step, _Hyper
 
     h = _Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
     t_p, T = 40, 300

@@ -303,7 +303,7 @@ def test_every_figure_has_a_caption_and_is_referenced(md):
 
 @pytest.mark.parametrize("md", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.stem)
 def test_every_glued_figure_is_pasted_with_a_caption_and_a_name(md):
-    """A figure glued to be shown elsewhere (lib.page.glue_figure: a chapter's key figure) is
+    """A figure glued to be shown elsewhere (lib.book.page.glue_figure: a chapter's key figure) is
     pasted once with ``{glue:figure}``, a ``:name:`` and a caption."""
     import re
 
@@ -320,18 +320,28 @@ def test_every_glued_figure_is_pasted_with_a_caption_and_a_name(md):
             assert paste.group(2).strip(), f"{md.name}: glued figure {key} has no caption"
 
 
-def test_the_library_docstring_names_every_module():
+def test_every_package_docstring_names_each_of_its_modules():
+    """``lib/__init__.py`` names its layers and top modules, and each package's docstring
+    names its own modules (the chapters' experiment modules by their pattern)."""
+    import importlib
     import pkgutil
 
     import lib
 
-    names = [m.name for m in pkgutil.iter_modules(lib.__path__)]
-    missing = [n for n in names if f"``{n}``" not in lib.__doc__]
-    assert not missing, f"lib/__init__.py's docstring does not name: {missing}"
+    missing = []
+    packages = ["lib"] + [i.name for i in pkgutil.walk_packages(lib.__path__, "lib.") if i.ispkg]
+    for name in packages:
+        pkg = importlib.import_module(name)
+        for child in pkgutil.iter_modules(pkg.__path__):
+            if name == "lib.experiments" and child.name.startswith("ch"):
+                continue  # one per chapter: ``experiments.chNN_name``
+            if f"``{child.name}``" not in (pkg.__doc__ or ""):
+                missing.append(f"{name}.{child.name}")
+    assert not missing, f"not named in their package's docstring: {missing}"
 
 
 def test_no_chapter_brings_its_own_colours_or_figure_sizes():
-    """Colours come from lib.style's palettes and sizes from style.subplots/figsize: no
+    """Colours come from lib.book.style's palettes and sizes from style.subplots/figsize: no
     colour literal, hex code or figsize tuple in a chapter's code or experiment module."""
     import re
 
@@ -344,7 +354,7 @@ def test_no_chapter_brings_its_own_colours_or_figure_sizes():
     sources |= {p.name: p.read_text() for p in (ROOT / "lib" / "experiments").glob("*.py")}
     for name, src in sources.items():
         hits = [ln.strip() for ln in src.splitlines() if bad.search(ln)]
-        assert not hits, f"{name}: use lib.style's palettes and sizes instead of {hits[:3]}"
+        assert not hits, f"{name}: use lib.book.style's palettes and sizes instead of {hits[:3]}"
 
 
 def test_one_name_per_concept_no_g_and_no_clash_dodging_names():

@@ -95,6 +95,29 @@ def test_transitive_imports_are_followed(toy):
     assert [p.name for p in lib_closure(code, toy)] == ["__init__.py", "a.py", "c.py"]
 
 
+def test_modules_in_layer_folders_are_followed_across_layers(toy):
+    """The library's layers are folders: a chapter's stamp holds a module two folders away,
+    reached by an absolute import and then by relative ones across layers, with the
+    packages on the way; a module of another layer that nothing imports stays out."""
+    for layer in ("measure", "training"):
+        (toy / "lib" / layer).mkdir()
+        (toy / "lib" / layer / "__init__.py").write_text("")
+    (toy / "lib" / "measure" / "stairs.py").write_text("from ..training.engine import T\n")
+    (toy / "lib" / "training" / "engine.py").write_text("from . import init\nT = 1\n")
+    (toy / "lib" / "training" / "init.py").write_text("")
+    (toy / "lib" / "training" / "sweep.py").write_text("")
+    code = "from lib.measure.stairs import T\nfrom lib.measure import stairs as st\n"
+    got = [str(p.relative_to(toy / "lib")) for p in lib_closure(code, toy)]
+    assert got == [
+        "__init__.py",
+        "measure/__init__.py",
+        "measure/stairs.py",
+        "training/__init__.py",
+        "training/engine.py",
+        "training/init.py",
+    ]
+
+
 def test_a_subpackage_module_and_its_relative_imports_are_followed(toy):
     """A chapter that imports its own experiment module depends on it, on the package's
     __init__ and on what they import (relative imports included), and on no other

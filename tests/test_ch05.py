@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib import engine
 from lib.experiments import ch05_real_language_models as ex
 from lib.experiments import config
+from lib.training import engine
 
 STEPS = engine.log_steps(3000, 40).astype(float)
 

@@ -144,7 +144,7 @@ def test_failed_table_is_empty_with_its_columns_when_everything_converged():
 def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
     """The callbacks read layer 0's attention off a view of the model without its value
     path and MLP: the same numbers as the full forward's, shared (N, L) and (K, N, L) inputs."""
-    from lib import models
+    from lib.training import models
 
     task = ex.parity_task(4, 8, n_perm=5)
     model = ex.attention_model(task.data, 16, 16, qk, ov)

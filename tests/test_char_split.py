@@ -1,11 +1,11 @@
-"""lib.corpora.char_split: a corpus split by whole documents and encoded as characters."""
+"""lib.data.corpora.char_split: a corpus split by whole documents and encoded as characters."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lib import corpora as C
+from lib.data import corpora as C
 
 
 def _corpus(docs: dict[str, str]) -> C.Corpus:

@@ -1,4 +1,4 @@
-"""Offline corpora and tokenizers (lib/corpora.py)."""
+"""Offline corpora and tokenizers (lib/data/corpora.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from lib import corpora as C
-from lib import corpus_files
+from lib.data import corpora as C
+from lib.data import corpus_files
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_kjv_books_match_jsonl(kjv):
 
 def test_a_text_hash_mismatch_on_pinned_files_blames_the_loader(monkeypatch):
     monkeypatch.setattr(C, "KJV_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py reads them"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/data/corpora.py reads them"):
         C.load_kjv()
     assert C.load_kjv(verify=False).sha256 != "0" * 64
 
@@ -289,7 +289,7 @@ def test_wiki_markup_is_gone(wiki):
 
 def test_wiki_hash_mismatch_and_missing_package_and_determinism(monkeypatch, wiki):
     monkeypatch.setattr(C, "WIKI_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/data/corpora.py"):
         C.load_wiki()
     # verify=False reads the same corpus again: the load is deterministic
     again = C.load_wiki(verify=False)
@@ -435,7 +435,7 @@ def test_bpe_chunked_encode_equals_single_call(tmp_path, shakespeare):
 
 def test_default_bpe_cache_location():
     assert C.DEFAULT_BPE_CACHE == C.REPO_ROOT / ".cache" / "bpe"
-    assert (C.REPO_ROOT / "lib" / "corpora.py").is_file()
+    assert (C.REPO_ROOT / "lib" / "data" / "corpora.py").is_file()
 
 
 def test_bpe_cache_key_holds_every_trainer_setting(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""lib.metrics.faithfulness against a sequence-by-sequence computation, for (B, L) and
+"""lib.measure.metrics.faithfulness against a sequence-by-sequence computation, for (B, L) and
 (K, B, L) tokens."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import metrics as M
-from lib.models import Transformer, build
+from lib.measure import metrics as M
+from lib.training.models import Transformer, build
 
 K, B, L, V, PAD = 3, 6, 7, 10, 0
 

@@ -1,4 +1,4 @@
-"""The expansion terms of lib.flow against autograd on tiny problems.
+"""The expansion terms of lib.theory.flow against autograd on tiny problems.
 
 Scaling tests: multiplying every weight by t shrinks the term of order eps^k by t^k, so
 the relative error of the expansion truncated after order k must shrink as the next
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import flow
-from lib.models import EmbMLP, LinearEmb, Transformer, build
+from lib.theory import flow
+from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 V, n, L, N = 11, 7, 3, 200
 
@@ -272,7 +272,7 @@ def test_psd_sqrt_and_gram_cos_pairs():
     R = flow.psd_sqrt(G)
     assert torch.allclose(R @ R, G, atol=1e-10) and torch.allclose(R, R.transpose(1, 2))
     tokens = [0, 2, 4]
-    from lib import metrics as M
+    from lib.measure import metrics as M
 
     want = M.upper_triangle(M.cosine_similarity_matrix(W[:, tokens]))
     assert torch.allclose(flow.gram_cos_pairs(G, tokens), want, atol=1e-12)

@@ -1,4 +1,4 @@
-"""The stream sampler and the alignment curves of lib/lm.py."""
+"""The stream sampler and the alignment curves of lib/measure/lm.py."""
 
 import math
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, lm
-from lib import metrics as M
-from lib import models as lib_models
+from lib.measure import lm
+from lib.measure import metrics as M
+from lib.training import engine
+from lib.training import models as lib_models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -121,7 +122,7 @@ def test_alignment_curves_take_device_tensors():
 
 
 def test_lm_signatures_are_the_centred_estimators():
-    from lib import signatures as sig
+    from lib.data import signatures as sig
 
     stream = torch.randint(0, 9, (500,), generator=torch.Generator().manual_seed(0))
     tracked = [0, 3, 5]
@@ -159,7 +160,7 @@ def test_alignment_is_blind_to_a_row_common_to_every_signature():
         # the rows taken as given (the old measurement) are not blind to it
         raw = lm.alignment_curves(S, shifted, control=control, n_perm=20, subtract_mean_row=False)
         assert np.abs(raw["b"]["R"] - ref["b"]["R"]).max() > 0.05
-    # and the same holds of lib.metrics.r_cos, which the synthetic chapters use
+    # and the same holds of lib.measure.metrics.r_cos, which the synthetic chapters use
     r_ref = M.r_cos(E[0], phis["a"], W0=E0[0])
     assert math.isclose(M.r_cos(E[0], shifted["a"], W0=E0[0]), r_ref, abs_tol=1e-12)
 
@@ -210,7 +211,7 @@ def test_signature_agreement_rejects_bad_input():
 
 
 def test_split_half_and_residual_signatures():
-    from lib import signatures as sig
+    from lib.data import signatures as sig
 
     stream = torch.randint(0, 9, (4000,), generator=torch.Generator().manual_seed(0))
     tracked = [0, 3, 5, 7, 8]

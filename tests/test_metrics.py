@@ -7,7 +7,7 @@ import pytest
 import scipy.stats
 import torch
 
-from lib import metrics as M
+from lib.measure import metrics as M
 
 rng = np.random.default_rng(0)
 V, d, n, K = 9, 5, 4, 3

@@ -1,11 +1,11 @@
-"""Inference over seeds (lib.metrics): bootstrap intervals, exponents and trend tests."""
+"""Inference over seeds (lib.measure.metrics): bootstrap intervals, exponents and trend tests."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lib import metrics as M
+from lib.measure import metrics as M
 
 
 def test_seed_bootstrap_is_reproducible_and_brackets_the_statistic():

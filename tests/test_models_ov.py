@@ -2,7 +2,7 @@
 
 It must be the learned-OV model with W_V = W_O = I, for shared ``(B, L)`` and per-instance
 ``(K, B, L)`` tokens; keep its instances isolated; have no value or output weights to train;
-and be refused by the expansion of :mod:`lib.flow`, which is derived with W_V W_O.
+and be refused by the expansion of :mod:`lib.theory.flow`, which is derived with W_V W_O.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib import flow
-from lib.init import init_params
-from lib.models import Transformer
+from lib.theory import flow
+from lib.training.init import init_params
+from lib.training.models import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,4 +1,4 @@
-"""The Qwen2.5-shaped options of :class:`lib.models.Transformer`: norm, mlp, positions.
+"""The Qwen2.5-shaped options of :class:`lib.training.models.Transformer`: norm, mlp, positions.
 
 ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"`` make the book's transformer a
 small decoder shaped like Qwen2.5. The defaults stay the book's model, every option
@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.init import ParamSpec, init_params
-from lib.models import Transformer, _rmsnorm, apply_rope, rope_tables
+from lib.training.init import ParamSpec, init_params
+from lib.training.models import Transformer, _rmsnorm, apply_rope, rope_tables
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""Held-out probes (lib.probes) and the stability comparison of lib.staircase.
+"""Held-out probes (lib.measure.probes) and the stability comparison of lib.measure.staircase.
 
 Each probe must find a feature planted along a shared direction, score chance on features
 memorized token by token, and refuse bad input by name. The stability check must pass an
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from lib import models, tasks
-from lib import staircase as st
+from lib.data import tasks
 from lib.env import cpu_threads
-from lib.probes import bit_probe_callbacks, heldout_probe
+from lib.measure import staircase as st
+from lib.measure.probes import bit_probe_callbacks, heldout_probe
+from lib.training import models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -184,7 +185,7 @@ def test_a_rerun_cut_at_its_horizon_gets_the_verdict_of_the_full_rerun():
 
 
 def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
-    from lib.probes import anchor_features, anchor_probe_callbacks
+    from lib.measure.probes import anchor_features, anchor_probe_callbacks
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=12, order2=True)
     feats = anchor_features(lay)
@@ -207,8 +208,8 @@ def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
 
 @pytest.mark.parametrize("per_instance", [False, True], ids=["shared", "per-instance"])
 def test_attention_spread_is_zero_at_uniform_attention_and_grows_off_it(per_instance):
-    from lib.init import init_params
-    from lib.probes import attention_spread_callbacks
+    from lib.measure.probes import attention_spread_callbacks
+    from lib.training.init import init_params
 
     model = models.AttnEmbMLP.example()
     p = init_params(model.specs(), [1, 2, 3], gamma=0.2, dtype=torch.float64)

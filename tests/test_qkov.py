@@ -1,4 +1,4 @@
-"""lib/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
+"""lib/training/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
 the runs and readings of Chapters 7 and 8 (lib.experiments.qkov_*) do what they say."""
 
 from __future__ import annotations
@@ -7,14 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, metrics, page, qkov, reduced, tasks
+from lib.book import page
+from lib.data import tasks
 from lib.experiments import ch07_rescaling_and_reduced_dynamics as ch07
 from lib.experiments import ch08_sharper_attention as ch08
 from lib.experiments import config
 from lib.experiments import qkov_official as official
 from lib.experiments import qkov_readings as readings
 from lib.experiments import qkov_training as training
-from lib.init import init_params
+from lib.measure import metrics
+from lib.theory import reduced
+from lib.training import engine, qkov
+from lib.training.init import init_params
 
 
 def _batch(n=16, seq_len=20, seed=0):

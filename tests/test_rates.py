@@ -1,9 +1,9 @@
-"""lib/rates.py: per-seed rates with Wilson intervals."""
+"""lib/measure/rates.py: per-seed rates with Wilson intervals."""
 
 import numpy as np
 import pytest
 
-from lib import rates
+from lib.measure import rates
 
 
 def test_wilson_matches_the_formula():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import signatures as sig
+from lib.data import signatures as sig
 
 N, L, V, NL = 40, 5, 7, 4
 TOL = dict(rtol=0, atol=1e-12, equal_nan=True)

@@ -1,4 +1,4 @@
-"""The staircase measurements of lib/staircase.py against direct computations."""
+"""The staircase measurements of lib/measure/staircase.py against direct computations."""
 
 import math
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, models, tasks
-from lib import metrics as M
-from lib import staircase as st
+from lib.data import tasks
+from lib.measure import metrics as M
+from lib.measure import staircase as st
+from lib.training import engine, models
 
 
 def test_increment():
@@ -221,7 +222,8 @@ def test_plateau_and_fall_tells_a_plateau_from_a_smooth_decay():
 
 
 def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
-    from lib import models, tasks
+    from lib.data import tasks
+    from lib.training import models
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     mlp = models.EmbMLP(data.vocab_size, 32, 32, data.n_labels, "silu")
@@ -234,7 +236,7 @@ def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
 
 
 def test_raw_alignment_reads_the_rows_not_the_increment():
-    from lib import tasks
+    from lib.data import tasks
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     tg = st.parity_targets(data, lay)
@@ -272,7 +274,7 @@ def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
 
 
 def test_copy_noise_depends_on_the_seed_and_copy_alone():
-    from lib.sweep import Sweep
+    from lib.training.sweep import Sweep
 
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     both = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
@@ -283,7 +285,7 @@ def test_copy_noise_depends_on_the_seed_and_copy_alone():
 
 
 def test_run_bits_with_a_null_reads_its_own_permutation_floor():
-    from lib import nulls
+    from lib.measure import nulls
 
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)

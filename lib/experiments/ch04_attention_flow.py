@@ -5,7 +5,7 @@ last token) on the gated task T3. Its embedding gradient is checked against auto
 initialization across the init rate γ, with the default position embedding and with one
 as small as the token embedding; then full-batch GD at two init rates follows, on one time
 axis, how far attention is from uniform and when the QK weights move. The physics is in
-:mod:`lib.flow`; this module holds the constants and the logging callback.
+:mod:`lib.theory.flow`; this module holds the constants and the logging callback.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import flow
-from .. import metrics as M
+from ..measure import metrics as M
+from ..theory import flow
 from .expansion import CI_OVERRIDES, ExpansionCheck
 
 CHAPTER = "04_attention_flow"
@@ -58,7 +58,7 @@ class Config(ExpansionCheck):
         24 (its staircase model).
     freeze_step: the step from which the embedding is frozen in the ablation: after the
         order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
-    null_perm: the label permutations of every run's floors (:mod:`lib.nulls`; each run is
+    null_perm: the label permutations of every run's floors (:mod:`lib.measure.nulls`; each run is
         read against its own permutation floor, as in Chapter 2).
     copies, copy_rel: the race is measured on an ensemble of the learned-OV 24-anchor model:
         every seed run as ``copies`` instances whose initial weights differ by a relative
@@ -106,12 +106,12 @@ def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
     """A training callback logging, per instance, the (K, 9) quantities ``DYNAMICS``.
 
     In order: the distance D of the attention from uniform
-    (:func:`lib.flow.attention_distance`); the distance D_qs it would have with W_Q, W_K
+    (:func:`lib.theory.flow.attention_distance`); the distance D_qs it would have with W_Q, W_K
     frozen at ``p_start`` (the quasi-static prediction); the attention entropy; the
     relative change of W_Q W_K^T since ``p_start``; R_0 and R_1 of the ``anchors``'
     embedding increments with the order-0 signature ``phi0`` and the order-1 signature
     ``inter``; the cosine of the true gradient with the residual term and with all three
-    terms (:func:`lib.flow.attention_terms`, centred on ``centre``); and the QK path's
+    terms (:func:`lib.theory.flow.attention_terms`, centred on ``centre``); and the QK path's
     share of the gradient.
     """
     E0 = p_start["E"]
@@ -159,8 +159,8 @@ ABLATED = (LEARNED_12, IDENTITY_24)
 def where_row(stairs, m, seed_index: int, floor1: float) -> dict:
     """One seed of one run of the section: escape, order-1 stair and the probes at the end.
 
-    ``stairs`` is the arm's :class:`lib.staircase.Stairs`, ``m`` its metrics
-    (:meth:`lib.staircase.BitRun.arm`).
+    ``stairs`` is the arm's :class:`lib.measure.staircase.Stairs`, ``m`` its metrics
+    (:meth:`lib.measure.staircase.BitRun.arm`).
     """
     k = seed_index
     row = {

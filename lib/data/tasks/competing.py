@@ -40,7 +40,7 @@ def competing_orders(
 
     The two families share the gates, the label pair and every weight but their anchors'
     rows. How strongly each family drives training is set by per-sequence loss weights
-    (:func:`lib.order.strength_weights`), not by the data. Returns ``(data, layout)``.
+    (:func:`lib.theory.order.strength_weights`), not by the data. Returns ``(data, layout)``.
     """
     if n_anchors < 2 or n_anchors % 2:
         raise ValueError(f"n_anchors must be an even number >= 2, got {n_anchors}")

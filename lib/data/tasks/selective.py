@@ -1,6 +1,6 @@
 r"""Selective parity bits: a staircase task that attention must learn to read.
 
-In the gated-parity-bit task (:mod:`lib.tasks.parity`) every sequence holds one gate, so a
+In the gated-parity-bit task (:mod:`lib.data.tasks.parity`) every sequence holds one gate, so a
 uniform average over the context already hands the gate to the readout, and attention
 never has to learn where to look. Here every sequence holds *both* gates, and which one
 counts is set by its position: the gate just before the anchor. The bag of tokens is then
@@ -46,13 +46,13 @@ def selective_parity_bits(
     The key is in no label: it is a distractor that attention must learn to ignore. (A key
     in the label would have to be read through attention, which then locks onto it and
     starves the gates; the offset ``u`` gives the anchors' label signatures the overlap
-    that a key gives them in :func:`lib.tasks.gated_parity_bits`.) Every ``(z, a, order,
+    that a key gives them in :func:`lib.data.tasks.gated_parity_bits`.) Every ``(z, a, order,
     u)`` appears once. Order 0 (an anchor's label distribution) is a box of ``width``
     labels in each block, half its mass in each: it orders the anchors and carries no bit.
     The bag
     ``{z, g+, g-, a}`` of a sequence is the same for both values of ``s1``: the bit is a
     function of *which position* holds ``g+``, an order-1 signature of the anchor with the
-    token at position 2 (:func:`lib.staircase.order_targets` with ``gate_pos = 2``). Both
+    token at position 2 (:func:`lib.measure.staircase.order_targets` with ``gate_pos = 2``). Both
     gates are in every sequence, so they share one order-0 signature (the label marginal)
     and the plain, position-blind order-1 signature of an anchor with either gate is flat.
     ``shuffle_seed`` permutes the labels across sequences (a control with no rule).

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .env import ConfigError
+from ..env import ConfigError
 
 F64 = torch.float64
 
@@ -79,7 +79,7 @@ def mixture_stream(
     aux_batch: int,
     seed: int = 0,
 ):
-    """``(data, loss_fn)`` for :func:`lib.engine.train`: main batches plus auxiliary rows.
+    """``(data, loss_fn)`` for :func:`lib.training.engine.train`: main batches plus auxiliary rows.
 
     Every step draws ``main_batch`` rows of ``main`` (the same rows for every instance)
     and ``aux_batch`` rows of ``aux_X``; instance ``k`` labels them with ``aux_y[k]``

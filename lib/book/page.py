@@ -144,7 +144,7 @@ def glueable(v):
         return float(f"{v:.6g}")
     raise TypeError(
         f"glue a number or a sentence's words, not a {type(v).__name__} ({v!r:.60}): "
-        "use lib.page.listing, interval or number"
+        "use lib.book.page.listing, interval or number"
     )
 
 

@@ -16,8 +16,8 @@ Here: the model, the official code's inits, its attention metrics, the conserved
 (balancedness) matrices and the collapsed-matrix flow of factorized circuits (Section 2),
 the fixed-attention OV model (the paper's Fig 3, Section 5), the init rate of PyTorch's
 default init, and the projection of collapsed weights onto the reduced theory's two
-scalars (Section 4). The reduced theory itself is :mod:`lib.reduced`; the Scan-and-Snap
-data and the agreement grammar are :mod:`lib.tasks`; the chapter's runs, what it reads
+scalars (Section 4). The reduced theory itself is :mod:`lib.theory.reduced`; the Scan-and-Snap
+data and the agreement grammar are :mod:`lib.data.tasks`; the chapter's runs, what it reads
 from them and the official code's saved outputs are :mod:`lib.experiments.qkov_training`,
 :mod:`lib.experiments.qkov_readings` and :mod:`lib.experiments.qkov_official`.
 """
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import metrics as M
+from ..measure import metrics as M
 from .init import ParamSpec
 from .models import token_counts
 
@@ -151,7 +151,7 @@ class SingleQueryAttention:
 def identity_init_(params: dict[str, torch.Tensor], names, scale: float = 1e-6) -> None:
     """Set the named square weights to ``scale * I`` in every instance (the code's small init).
 
-    Applied after :func:`lib.init.init_params`, which draws every weight first.
+    Applied after :func:`lib.training.init.init_params`, which draws every weight first.
     """
     with torch.no_grad():
         for n in names:
@@ -330,7 +330,7 @@ def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
     distinct token of class c, W_OV[y_c, v] minus the mean over the other classes' next
     tokens, averaged. Weights of tokens that never meet query q_c are not used.
     """
-    from .tasks import ScanSnap
+    from ..data.tasks import ScanSnap
 
     qk, ov = [], []
     common = list(ScanSnap.COMMON)

@@ -2,7 +2,7 @@ r"""Label-permutation nulls of the staircase's alignments (Chapters 2, 4, 9 and 
 
 A stair is read off :math:`R_j`, the partial correlation between the pairwise cosines of
 the anchors' embedding increment :math:`\Delta E` and those of the order-:math:`j`
-signature, controlling for the other orders (:func:`lib.staircase.order_partials`). How
+signature, controlling for the other orders (:func:`lib.measure.staircase.order_partials`). How
 large does :math:`R_j` get by chance? Here chance keeps everything but the rule: the labels
 are permuted across sequences (every link between a label and its context is gone, the
 sequences and the label marginal stay), the order-:math:`j` signature is recomputed on
@@ -67,7 +67,7 @@ class PermutationNull:
 
     Args:
         phis: ``{order: (T, F)}`` the real signatures of the tracked tokens, mean row
-            removed (:attr:`lib.staircase.OrderTargets.phis`).
+            removed (:attr:`lib.measure.staircase.OrderTargets.phis`).
         permuted: one ``{order: (T, F)}`` per permutation, the same signatures counted on
             permuted labels (:meth:`of_labels` makes them).
 
@@ -75,7 +75,7 @@ class PermutationNull:
     each order's partial R against every permuted signature, controlling for the *real*
     other orders (the reading of the real signature, with only the tested one replaced);
     :meth:`real` returns the reading of the real signatures, ``{order: (K,)}``, the same
-    numbers as :func:`lib.staircase.order_partials` (tested).
+    numbers as :func:`lib.measure.staircase.order_partials` (tested).
     """
 
     def __init__(
@@ -102,7 +102,7 @@ class PermutationNull:
         seed: int = 0,
     ) -> PermutationNull:
         """The null of the signatures ``targets_of(y)`` (an object with ``phis``, such as
-        :class:`lib.staircase.OrderTargets`) over ``n_perm`` permutations of ``y``."""
+        :class:`lib.measure.staircase.OrderTargets`) over ``n_perm`` permutations of ``y``."""
         real = targets_of(torch.as_tensor(y)).phis
         return cls(real, [targets_of(yp).phis for yp in permuted_labels(y, n_perm, seed)])
 

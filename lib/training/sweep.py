@@ -10,7 +10,7 @@ is the flattened grid. :class:`Sweep` keeps the labels::
     ds["R0"].sel(gamma=1.0).mean("seed")                   # dims: step
 
 The labelled arrays are `xarray <https://xarray.dev>`_: every metric of a
-:class:`lib.engine.History` of shape ``(n_logs, K, ...)`` becomes an array with the dims
+:class:`lib.training.engine.History` of shape ``(n_logs, K, ...)`` becomes an array with the dims
 ``("step", *sweep axes, ...)``, so selecting an arm and averaging over seeds are named
 operations instead of index arithmetic.
 """
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .env import ConfigError
+from ..env import ConfigError
 
 
 class Sweep:
@@ -97,7 +97,7 @@ class Sweep:
         return xr.DataArray(shaped, dims=[*lead, *self.axes, *extra], coords=coords, name=name)
 
     def dataset(self, history):
-        """Every metric of a :class:`lib.engine.History` as a labelled ``xarray.Dataset``."""
+        """Every metric of a :class:`lib.training.engine.History` as a labelled ``xarray.Dataset``."""
         import xarray as xr
 
         ds = xr.Dataset(

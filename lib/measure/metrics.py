@@ -7,7 +7,7 @@ metric at a matched loss is Chapter 7's.
 Everything runs in float64 and accepts torch tensors or numpy arrays. Embeddings
 may carry a leading instance dimension ``K`` (``W`` of shape ``(V, d)`` or
 ``(K, V, d)``); a metric then returns a ``(K,)`` tensor instead of a float.
-Signatures are used as given: centre them first (:func:`lib.signatures.centre`).
+Signatures are used as given: centre them first (:func:`lib.data.signatures.centre`).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def partial_from_correlations(r_xy, r_xz, r_yz):
     :math:`r_{xy\cdot z}=\frac{r_{xy}-r_{xz}r_{yz}}{\sqrt{(1-r_{xz}^2)(1-r_{yz}^2)}}`.
 
     The same number as :func:`partial_corr` with one control (tested), for callers that
-    already hold the correlations, e.g. of many permutations at once (:mod:`lib.lm`).
+    already hold the correlations, e.g. of many permutations at once (:mod:`lib.measure.lm`).
     Tensors in, tensors out, elementwise.
     """
     return (r_xy - r_xz * r_yz) / ((1 - r_xz**2) * (1 - r_yz**2)).sqrt()
@@ -203,7 +203,7 @@ def attention_entropy(a: torch.Tensor) -> torch.Tensor:
 def faithfulness(model, params, X, y, rationale_pos, pad: int) -> dict[str, np.ndarray]:
     """How faithful a classifier's attention is to a known rationale token, per instance.
 
-    For a batched model read out at the last position (``lib.models.Transformer`` with
+    For a batched model read out at the last position (``lib.training.models.Transformer`` with
     ``readout="last"``), from the first layer's attention row of that position: the
     ``accuracy``; the ``rationale mass`` (the attention on position ``rationale_pos``);
     the ``comprehensiveness``, how much the predicted class's probability falls when the
@@ -261,7 +261,7 @@ def relative_onset(steps, curves, frac: float = 0.5, floor: float = 0.0):
 
     ``curves`` is ``(n_logs, K)``; NaN entries (e.g. step 0) are ignored. The threshold is
     relative to what each instance's curve measures, so it needs no constant tuned to a
-    run; ``floor`` (e.g. from :func:`lib.staircase.order_noise_floor`) keeps a curve that never rises above noise
+    run; ``floor`` (e.g. from :func:`lib.measure.staircase.order_noise_floor`) keeps a curve that never rises above noise
     from getting an onset at all. Returns ``(onset (K,), threshold (K,))`` as numpy arrays;
     onset is NaN where the curve never reaches the threshold.
     """

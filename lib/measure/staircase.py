@@ -28,13 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..env import cpu_threads
+from ..training.engine import History, cached_callbacks, train
+from ..training.init import perturb
+from ..training.models import build
+from ..training.sweep import Sweep
 from . import metrics as M
-from .engine import History, cached_callbacks, train
-from .env import cpu_threads
-from .init import perturb
-from .models import build
 from .nulls import PermutationNull, floor_of, permuted_labels
-from .sweep import Sweep
 
 __all__ = [
     "increment",
@@ -80,7 +80,7 @@ def increment(E, E0, tokens: Sequence[int], subtract_mean_row: bool = True) -> t
 
 
 def _gamma_seed_sweep(seeds, gammas, who: str, copies: int = 1) -> Sweep:
-    """The gamma-major grid of a run (seed, then copy, fastest), as a :class:`lib.sweep.Sweep`.
+    """The gamma-major grid of a run (seed, then copy, fastest), as a :class:`lib.training.sweep.Sweep`.
 
     With ``copies > 1`` the grid has a third axis, ``copy``: the perturbed copies of a seed.
     """
@@ -98,7 +98,9 @@ def _gamma_seed_grid(seeds, gammas, who: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sw["gamma"]), np.array(sw["seed"])
 
 
-COPY_NOISE_SEED = 11  # the generator family of the copies' perturbations (lib.init.perturb)
+COPY_NOISE_SEED = (
+    11  # the generator family of the copies' perturbations (lib.training.init.perturb)
+)
 
 
 def copy_params(model, sweep: Sweep, copy_rel: float, device="cpu") -> dict:
@@ -106,7 +108,7 @@ def copy_params(model, sweep: Sweep, copy_rel: float, device="cpu") -> dict:
 
     Copy 0 of a seed is the seed's own init; copy ``c > 0`` multiplies every weight by
     ``1 + copy_rel * z`` with noise of its own, drawn from (seed, copy) alone
-    (:func:`lib.init.perturb`), so a copy is the same whatever else shares the batch.
+    (:func:`lib.training.init.perturb`), so a copy is the same whatever else shares the batch.
     """
     seed_k = [int(s) for s in sweep["seed"]]
     params = build(model, seed_k, gamma=[float(gamma) for gamma in sweep["gamma"]], device=device)
@@ -151,7 +153,7 @@ def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, p
     * order 0, the label signature :math:`\phi^y_s=\mathbb E[e_y]`;
     * order 1, the interaction with the gate at position ``gate_pos``,
       :math:`\mathbb E[(e_g-\bar e_g)\otimes(e_y-\bar e_y)]` (what the gate adds beyond
-      order 0; :func:`lib.signatures.joint_interaction` restricted to the gates);
+      order 0; :func:`lib.data.signatures.joint_interaction` restricted to the gates);
     * order 2 (with ``pair_pos = (i, j)`` and ``pairs = (family_i, family_j)``), the joint
       third cumulant :math:`\mathbb E[(e_h-\bar e_h)\otimes(e_k-\bar e_k)\otimes(e_y-\bar e_y)]`
       of two gates from different families and the label: what the pair adds beyond
@@ -185,7 +187,7 @@ def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, p
 
 
 def parity_targets(data, layout) -> OrderTargets:
-    """:func:`order_targets` of the anchors of :func:`lib.tasks.gated_parity_bits`."""
+    """:func:`order_targets` of the anchors of :func:`lib.data.tasks.gated_parity_bits`."""
     L = data.X.shape[1]
     pair = (2, 3) if layout.h else None
     return order_targets(
@@ -201,7 +203,7 @@ def parity_targets(data, layout) -> OrderTargets:
 
 
 def selective_targets(data, layout) -> OrderTargets:
-    """:func:`order_targets` of the anchors of :func:`lib.tasks.selective_parity_bits`: order 1
+    """:func:`order_targets` of the anchors of :func:`lib.data.tasks.selective_parity_bits`: order 1
     is the interaction with the gate at the counting position (just before the anchor)."""
     return order_targets(
         data.X, data.y, data.n_labels, layout.anchors, layout.gate_pos, layout.gates
@@ -209,7 +211,7 @@ def selective_targets(data, layout) -> OrderTargets:
 
 
 def label_null(data, layout, n_perm: int, seed: int = 0, targets=parity_targets):
-    """The label-permutation null (:class:`lib.nulls.PermutationNull`) of ``targets(data,
+    """The label-permutation null (:class:`lib.measure.nulls.PermutationNull`) of ``targets(data,
     layout)``: the same signatures counted on ``n_perm`` permutations of the labels.
 
     Order 0 is read against whole labels permuted across sequences. The orders above it are
@@ -259,7 +261,7 @@ def bit_callbacks(
     r"""Callbacks logging the staircase of the gated-parity-bit task, per instance (K,).
 
     * ``R{o}``: the partial :math:`R_{\cos}` of order ``o`` on the anchors' increment;
-    * with ``null`` (a :class:`lib.nulls.PermutationNull` of ``targets``), ``null{o}``:
+    * with ``null`` (a :class:`lib.measure.nulls.PermutationNull` of ``targets``), ``null{o}``:
       ``(K, n_perm)``, the same reading against each label-permuted signature;
     * ``loss``-like curves on the whole of ``data``: ``loss_all`` (cross-entropy), ``acc``,
       and for each bit ``j`` the **sign-bit loss**
@@ -320,8 +322,8 @@ def leading_term_callback(model, data, tokens, c1: float):
     negative gradient and the Emb-MLP's leading-order term
     :math:`c_1 r_s(\phi^y_s-u)W_2^\top W_1^\top` at the *current* weights (Chapter 2).
     """
-    from .engine import cross_entropy
-    from .signatures import label_signature, token_rate
+    from ..data.signatures import label_signature, token_rate
+    from ..training.engine import cross_entropy
 
     tok = list(tokens)
     V, n = data.vocab_size, data.n_labels
@@ -358,7 +360,7 @@ def stair_onsets(steps, curve, floor: float, frac: float = 0.5):
     """Onset of a stair per instance: first step at which the partial R reaches
     ``max(frac * its maximum, floor)``; ``inf`` where it never exceeds ``floor``.
 
-    Same rule as :func:`lib.metrics.relative_onset`, with ``inf`` (not NaN) for a stair that never
+    Same rule as :func:`lib.measure.metrics.relative_onset`, with ``inf`` (not NaN) for a stair that never
     comes, so that ``onset0 < onset1`` fails when order 1 never rises.
     """
     on, _ = M.relative_onset(steps, curve, frac=frac, floor=floor)
@@ -400,19 +402,19 @@ def train_bits(
     Instances are gamma-major (seed, then copy, fastest). With ``copies > 1`` each seed is
     an ensemble: copy 0 is the seed's own init, and every other copy multiplies it by
     ``1 + copy_rel * z`` (:func:`copy_params`): a verdict's odds under rounding-sized
-    changes are read off the copies (:mod:`lib.rates`). ``null`` (a
-    :class:`lib.nulls.PermutationNull`) logs the permutation null of every order.
+    changes are read off the copies (:mod:`lib.measure.rates`). ``null`` (a
+    :class:`lib.measure.nulls.PermutationNull`) logs the permutation null of every order.
     ``fit_data`` (an ``(X, target)`` pair, with its ``loss_fn``) is what the run trains on
-    instead of ``(data.X, data.y)``, e.g. :func:`lib.tasks.label_distributions` with
-    :func:`lib.engine.soft_cross_entropy`; the callbacks still read ``data``. ``params_out``
+    instead of ``(data.X, data.y)``, e.g. :func:`lib.data.tasks.label_distributions` with
+    :func:`lib.training.engine.soft_cross_entropy`; the callbacks still read ``data``. ``params_out``
     (a dict) receives the trained weights. Weights named in
     ``zero_frozen`` are set to zero and not trained (e.g. ``("P",)``: an attention model
     without position embeddings). ``perturb_init`` multiplies every initial weight by
-    ``1 + perturb_init * z`` (:func:`lib.init.perturb`, seed 1): the rerun of the stability
+    ``1 + perturb_init * z`` (:func:`lib.training.init.perturb`, seed 1): the rerun of the stability
     checks; ``threads`` runs it on that many CPU threads (:func:`lib.env.cpu_threads`), the
-    other rerun. ``probes`` adds the callbacks of :func:`lib.probes.bit_probe_callbacks`
+    other rerun. ``probes`` adds the callbacks of :func:`lib.measure.probes.bit_probe_callbacks`
     (an attention model: where bit 1 lives). The callbacks of :func:`bit_callbacks` are added;
-    other keyword arguments go to :func:`lib.engine.train`. Returns
+    other keyword arguments go to :func:`lib.training.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
     sweep = _gamma_seed_sweep(seeds, gammas, "train_bits", copies)
@@ -515,12 +517,12 @@ class BitRun:
     """One batched run of :func:`train_bits`, labelled: read back by gamma, not by index.
 
     Attributes:
-        history: the run's :class:`lib.engine.History` (instances gamma-major).
-        sweep: its :class:`lib.sweep.Sweep` over ``gamma`` and ``seed`` (and ``copy``, for
+        history: the run's :class:`lib.training.engine.History` (instances gamma-major).
+        sweep: its :class:`lib.training.sweep.Sweep` over ``gamma`` and ``seed`` (and ``copy``, for
             an ensemble run: the arrays of :meth:`arm` then hold every (seed, copy)
             instance, seed-major, and :meth:`per_seed` folds them back).
         targets: the :class:`OrderTargets` it was measured against.
-        floor: ``{order: floor}``, the permutation floor (:func:`lib.nulls.floor_of`) or a
+        floor: ``{order: floor}``, the permutation floor (:func:`lib.measure.nulls.floor_of`) or a
             Gaussian one (:func:`order_noise_floor`).
         params: the trained weights of every instance (set by :func:`run_bits`).
     """
@@ -615,9 +617,9 @@ def run_bits(model, data, layout, targets: OrderTargets, seeds, gammas, steps, f
     """:func:`train_bits` over every (gamma, seed), returned as a labelled :class:`BitRun`.
 
     The arguments are those of :func:`train_bits`, and ``floor`` (a dict), the floor the
-    run's stairs are read against. With ``null`` (a :class:`lib.nulls.PermutationNull`)
+    run's stairs are read against. With ``null`` (a :class:`lib.measure.nulls.PermutationNull`)
     and no ``floor``, the floor is the run's own permutation floor
-    (:func:`lib.nulls.floor_of` at ``null_q``, default 0.95, over every instance of the
+    (:func:`lib.measure.nulls.floor_of` at ``null_q``, default 0.95, over every instance of the
     run). Every other keyword argument goes to :func:`train_bits`.
     """
     q = kw.pop("null_q", 0.95)

@@ -4,9 +4,9 @@ Every weight starts at size :math:`O(\varepsilon)` (``std = fan_in^-gamma``). Ex
 the activation, :math:`\sigma(x)=c_1x+\tfrac{c_2}{2}x^2+\dots`, and the softmax at zero
 logits, :math:`p=c+\tfrac1n\Pi f+O(f^2)` (:math:`\Pi=I-\tfrac1n\mathbf 1\mathbf 1^\top`),
 splits the embedding gradient into terms, each a *counted signature*
-(:mod:`lib.signatures`) times a product of the current weights.
+(:mod:`lib.data.signatures`) times a product of the current weights.
 
-**Emb-MLP** (:class:`lib.models.EmbMLP`, :math:`h=\sum_iE_{x_i}`, :math:`f=\sigma(hW_1)W_2`,
+**Emb-MLP** (:class:`lib.training.models.EmbMLP`, :math:`h=\sum_iE_{x_i}`, :math:`f=\sigma(hW_1)W_2`,
 mean cross-entropy), with :math:`r_s` the token rate and :math:`c` the centring
 (uniform :math:`u` at init):
 
@@ -18,7 +18,7 @@ mean cross-entropy), with :math:`r_s` the token rate and :math:`c` the centring
     \underbrace{-\frac{c_1^2}{n} r_s\Big(\sum_\mu\phi^X_s(\mu)E_\mu\Big)W_1W_2\Pi W_2^\top W_1^\top}_{O(\varepsilon^5)}
     + O(\varepsilon^6).
 
-**One-layer attention** (:class:`lib.models.Transformer`, ``n_layers=1``, readout at the
+**One-layer attention** (:class:`lib.training.models.Transformer`, ``n_layers=1``, readout at the
 last position ``L``, no LayerNorm, no MLP), with :math:`r^{\rm last}_s,\phi^{\rm last}_s`
 the rate and label signature of the *last* token and :math:`W_{VO}=W_VW_O`:
 
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import metrics as M
-from . import signatures as sig
-from .engine import cross_entropy
-from .models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, Transformer, embed_sum
+from ..data import signatures as sig
+from ..measure import metrics as M
+from ..training.engine import cross_entropy
+from ..training.models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, Transformer, embed_sum
 
 F64 = torch.float64
 
@@ -268,7 +268,7 @@ class _DetachedAttention(Transformer):
         return cls(vocab_size=11, d_model=8, context_len=5, n_out=7)
 
     def forward(self, params, X, return_attention=False):
-        from .models import _lin, embed
+        from ..training.models import _lin, embed
 
         L = X.shape[-1]
         h = embed(params["E"], X) + params["P"][:, None, :L]
@@ -302,7 +302,7 @@ def attention_distance(A: torch.Tensor) -> torch.Tensor:
 def attention_scores(model: Transformer, params, X) -> torch.Tensor:
     r"""Pre-softmax causal scores :math:`s_{ij}=h_iW_QW_K^\top h_j^\top/\sqrt{d_h}` of the
     single layer, (K, B, L, L) in float64, with the masked entries (j > i) NaN."""
-    from .models import embed
+    from ..training.models import embed
 
     _check_attention_model(model)
     L = X.shape[-1]

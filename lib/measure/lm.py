@@ -1,8 +1,8 @@
 r"""Language-model training on a token stream, and the alignment of its embeddings over training.
 
-Chapter 5 trains a small decoder (:class:`lib.models.Transformer` with ``readout="all"``)
+Chapter 5 trains a small decoder (:class:`lib.training.models.Transformer` with ``readout="all"``)
 on real text and asks *when* its token embeddings :math:`W^E` line up with each
-language-model signature (:mod:`lib.signatures`): the next-token signature
+language-model signature (:mod:`lib.data.signatures`): the next-token signature
 :math:`\phi^{\rm next}`, the skip-:math:`k` signatures :math:`\phi^{(k)}` and the causal
 window signature :math:`\bar\phi^W`; and its unembedding :math:`W^U` with the
 previous-token signature :math:`\varphi^{\rm pre}`.
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from ..data import signatures as sig
 from . import metrics as M
-from . import signatures as sig
 
 F64 = torch.float64
 
@@ -47,13 +47,13 @@ def lm_signatures(
     ``skip_offsets`` and ``"window"`` (the causal window signature of a context of
     ``context_len``) to the rows of the tracked tokens, the targets of the embedding;
     ``pre`` maps ``"previous"`` to :math:`\varphi^{\rm pre}`, the target of the
-    unembedding. Every row is centred on the uniform distribution (:func:`lib.signatures.centre`).
+    unembedding. Every row is centred on the uniform distribution (:func:`lib.data.signatures.centre`).
 
     With ``residual=True``, ``phi`` also has ``"res_skip{k}"`` for each ``k`` in
     ``skip_offsets`` and ``"res_window"``: the same signatures minus what the stream's
     first-order chain predicts for them, :math:`\phi^{(k)} - \hat P^k`
-    (:func:`lib.signatures.residual_skip_signature`,
-    :func:`lib.signatures.residual_window_signature`), the part a second stair has to
+    (:func:`lib.data.signatures.residual_skip_signature`,
+    :func:`lib.data.signatures.residual_window_signature`), the part a second stair has to
     learn beyond chaining next-token predictions. Their rows sum to zero, so the uniform
     centring leaves them unchanged; :func:`alignment_curves` removes the mean row anyway.
     ``window=False`` leaves out the window signatures (``context_len`` skip signatures
@@ -83,7 +83,7 @@ def window_sampler(
     device: torch.device | str = "cpu",
     stream_of: Sequence[int] | None = None,
 ) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
-    """``data(step) -> (X, y)`` of random windows of ``stream`` for :func:`lib.engine.train`.
+    """``data(step) -> (X, y)`` of random windows of ``stream`` for :func:`lib.training.engine.train`.
 
     ``X`` is ``(K, batch_size, context_len)`` and ``y`` the same windows shifted by one
     token (next-token targets), with ``K = len(seeds)``. Instance ``k``'s batch at
@@ -160,7 +160,7 @@ def increment_similarity(W: torch.Tensor, W0: torch.Tensor, tokens: Sequence[int
 def similarity_callbacks(
     params: Mapping[str, torch.Tensor], emb_tokens: Sequence[int], unemb_tokens: Sequence[int]
 ) -> dict[str, Callable]:
-    """Callbacks for :func:`lib.engine.train` logging ``S_E`` and ``S_U`` (``(K, T, T)`` each).
+    """Callbacks for :func:`lib.training.engine.train` logging ``S_E`` and ``S_U`` (``(K, T, T)`` each).
 
     ``S_E`` is :func:`increment_similarity` of the token embedding ``E`` (rows = tokens);
     ``S_U`` that of the unembedding ``U`` read as one vector per output token (``U^T``).
@@ -226,11 +226,11 @@ def alignment_curves(
     of :math:`R_{\cos}` are centred alike; ``subtract_mean_row=False`` takes the rows as
     given (the book's measurement before that was fixed, kept to show the difference).
     Either may be a numpy array or a tensor on any device: the logs of
-    :func:`lib.engine.train` are numpy arrays, so everything is computed on the CPU.
+    :func:`lib.training.engine.train` are numpy arrays, so everything is computed on the CPU.
     With ``control`` (a key of ``signatures``), every other signature's R is the
     partial correlation controlling for the control signature's similarities (the control
     itself gets plain R), computed as :math:`r_{xy\cdot z}` from the three pairwise
-    correlations (equal to :func:`lib.metrics.r_cos_partial`; tested).
+    correlations (equal to :func:`lib.measure.metrics.r_cos_partial`; tested).
 
     With ``orthogonal_to`` (a key of ``signatures``), every other signature's pair
     similarities are first made orthogonal (over pairs, least squares) to that signature's,

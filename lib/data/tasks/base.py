@@ -76,7 +76,7 @@ def label_distributions(d: TaskData) -> tuple[torch.Tensor, torch.Tensor]:
     float64, row i the counts of each label over the copies of sequence i, times M / N
     (rows sum to 1 when every sequence occurs equally often). The mean cross-entropy of
     ``d`` is then ``-(P * log_softmax(f(X))).sum(-1).mean()``
-    (:func:`lib.engine.soft_cross_entropy`), with the same gradient: a task whose labels
+    (:func:`lib.training.engine.soft_cross_entropy`), with the same gradient: a task whose labels
     carry noise that no token names (the selective task's offset) trains on M sequences
     instead of N.
     """

@@ -48,13 +48,13 @@ PARAMETERIZATION_COLORS = {
     "FAFO": _DARK[4],
     "CACO": _DARK[5],
 }
-# The statuses of a claim (lib.claims.STATUSES), on the reproduction report.
+# The statuses of a claim (lib.book.claims.STATUSES), on the reproduction report.
 STATUS_COLORS = {
     "reproduced": _CB[2],
     "new result": _CB[0],
     "partly": _CB[8],
     "not reproduced": _CB[3],
-    "reported, not asserted": (0.75, 0.75, 0.75),  # lib.claims.REPORTED: counted apart
+    "reported, not asserted": (0.75, 0.75, 0.75),  # lib.book.claims.REPORTED: counted apart
 }
 SIMILARITY_CMAP = "RdBu_r"
 # Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.

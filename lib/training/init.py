@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .env import ConfigError
+from ..env import ConfigError
 
 GROUPS = ("embedding", "position", "qk", "ov", "mlp", "unembedding")
 
@@ -42,7 +42,7 @@ def per_instance(
     value, K: int, name: str, dtype=torch.float64, device=None, nonnegative: bool = False
 ) -> torch.Tensor:
     """A scalar or K values as a (K,) tensor: the one broadcast of a hyperparameter over
-    instances (the init rate here, learning rates in :mod:`lib.engine`)."""
+    instances (the init rate here, learning rates in :mod:`lib.training.engine`)."""
     t = torch.as_tensor(value, dtype=dtype, device=device).flatten()
     if t.numel() == 1:
         t = t.expand(K).clone()
@@ -107,7 +107,7 @@ def perturb(
 
     A relative ``rel = 1e-6`` changes an init by about its float32 rounding: a verdict that
     flips under it is a coin, whose odds an ensemble of such copies measures
-    (:func:`lib.staircase.train_bits` with ``copies``). ``rel`` is one value or one per
+    (:func:`lib.measure.staircase.train_bits` with ``copies``). ``rel`` is one value or one per
     instance (0 leaves an instance as it is). Instance k's noise comes from its own
     generator, seeded with ``(seed, keys[k])`` (default ``keys[k] = k``), so an instance's
     noise does not depend on which other instances share the batch when ``keys`` names it.

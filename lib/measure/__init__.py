@@ -1,0 +1,11 @@
+"""Measurement: what the chapters read off weights and training histories.
+
+Alignment metrics, onsets and plateaus, probes, permutation nulls, rates and statistics
+over seeds. A module of this layer reads models and histories (:mod:`lib.training`,
+:mod:`lib.data`); it never imports the theory, the experiments or the book.
+
+``metrics`` (alignment: R_cos, partial correlations, onsets), ``staircase`` (the context
+staircase's readings), ``probes`` (held-out linear probes), ``nulls`` (label-permutation
+floors), ``rates`` (rates over perturbed copies, Wilson intervals) and ``lm`` (a language
+model's alignment curves).
+"""

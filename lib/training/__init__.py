@@ -1,0 +1,11 @@
+"""The networks and their training: the one init, the batched models, the engine.
+
+A module of this layer imports from :mod:`lib.data` and :mod:`lib.env`, never from the
+layers above it (measurement, theory, experiments, the book).
+
+``init`` (the one initialization function), ``models`` (the batched models),
+``engine`` (batched training: the loop, its optimizers, losses and callbacks), ``sweep``
+(labelled grids of instances), ``qkov`` (the QK/OV single-query attention models of
+Chapters 7 and 8) and ``embedstruct`` (Chapter 6's constructed embeddings and mixed
+batches).
+"""
