@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from lib.data import tasks
+from lib.experiments import staircase_runs
 from lib.measure import metrics as M
+from lib.measure import onsets, plateaus, staircase_callbacks
 from lib.measure import staircase as st
 from lib.training import engine, models
 
@@ -107,7 +109,7 @@ def test_bit_callbacks_shared_and_per_instance(per_instance):
             PB2.groups,
             "per-instance",
         )
-    cb = st.bit_callbacks(mdl, data, LAY2, tg, p["E"])
+    cb = staircase_callbacks.bit_callbacks(mdl, data, LAY2, tg, p["E"])
     out = {k: f(0, p) for k, f in cb.items()}
     assert set(out) == {"R0", "R1", "loss_all", "acc", "bit1"}
     # An increment that is exactly the order-1 feature (parity) aligns with order 1.
@@ -120,7 +122,7 @@ def test_bit_callbacks_shared_and_per_instance(per_instance):
         assert v.shape == (2,)
     # At zero logits every label is equally likely: the sign-bit loss is exactly ln 2.
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
-    cb0 = st.bit_callbacks(mdl, data, LAY2, tg, p["E"])
+    cb0 = staircase_callbacks.bit_callbacks(mdl, data, LAY2, tg, p["E"])
     assert torch.allclose(cb0["bit1"](1, zero), torch.full((2,), math.log(2), dtype=torch.float64))
     # The loss matches the engine's cross-entropy.
     ce = engine.cross_entropy(mdl.forward(p, data.X), data.y).double()
@@ -131,15 +133,15 @@ def test_onsets_escapes_and_the_climb_check():
     steps = np.array([0, 1, 2, 4, 8, 16])
     rising = np.array([[np.nan, 0.0, 0.1, 0.2, 0.8, 0.9]]).T
     flat = np.array([[np.nan, 0.0, 0.05, 0.1, 0.1, 0.1]]).T
-    assert st.stair_onsets(steps, rising, floor=0.3)[0] == 8
-    assert st.stair_onsets(steps, flat, floor=0.3)[0] == math.inf
+    assert onsets.stair_onsets(steps, rising, floor=0.3)[0] == 8
+    assert onsets.stair_onsets(steps, flat, floor=0.3)[0] == math.inf
     bit = np.array([[0.69, 0.69, 0.69, 0.5, 0.1, 0.0]]).T
-    assert st.escape_steps(steps, bit)[0] == 8
-    assert st.escape_steps(steps, np.full((6, 1), 0.69))[0] == math.inf
-    assert st.staircase_climbs([[1, 2], [5, 6]])
-    assert not st.staircase_climbs([[1, 2], [5, math.inf]])  # a stair that never comes
-    assert not st.staircase_climbs([[1, 7], [5, 6]])  # out of order in one instance
-    mask = st.plateau_mask(steps, np.hstack([bit, np.full((6, 1), 0.69)]), after=[1, 2])
+    assert onsets.escape_steps(steps, bit)[0] == 8
+    assert onsets.escape_steps(steps, np.full((6, 1), 0.69))[0] == math.inf
+    assert onsets.staircase_climbs([[1, 2], [5, 6]])
+    assert not onsets.staircase_climbs([[1, 2], [5, math.inf]])  # a stair that never comes
+    assert not onsets.staircase_climbs([[1, 7], [5, 6]])  # out of order in one instance
+    mask = plateaus.plateau_mask(steps, np.hstack([bit, np.full((6, 1), 0.69)]), after=[1, 2])
     assert mask[:, 0].tolist() == [False, False, True, False, False, False]
     assert mask[:, 1].tolist() == [False, False, False, True, True, True]
 
@@ -152,7 +154,7 @@ def test_train_bits_batched_runs(model_name):
     else:
         mdl = models.Transformer(PB2.vocab_size, 8, 3, 1, PB2.n_labels, d_mlp=8)
         kw = dict(zero_frozen=("P",), group_lr={"qk": 1e-3})
-    h, gk, sk = st.train_bits(
+    h, gk, sk = staircase_runs.train_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 3, lr=1e-2, log_at=[0, 3], **kw
     )
     assert list(gk) == [1.0, 1.0, 0.5, 0.5] and list(sk) == [0, 1, 0, 1]
@@ -163,10 +165,10 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     floor = {0: 0.2, 1: 0.2}
-    run = st.run_bits(
+    run = staircase_runs.run_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, floor, lr=1e-2, log_at=[0, 1, 2, 4, 6]
     )
-    h, gk, _ = st.train_bits(
+    h, gk, _ = staircase_runs.train_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, lr=1e-2, log_at=[0, 1, 2, 4, 6]
     )
     assert run.gammas == [0.5, 1.0] and run.data["R0"].dims == ("step", "gamma", "seed")
@@ -177,9 +179,9 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
         run.arm(0.3)
     s = run.stairs(0.5)
     assert set(s.onsets) == {0, 1} and set(s.escapes) == set(s.plateaus) == {1}
-    np.testing.assert_array_equal(s.onsets[1], st.stair_onsets(steps, m["R1"], floor[1]))
-    np.testing.assert_array_equal(s.escapes[1], st.escape_steps(steps, m["bit1"]))
-    mask = st.plateau_mask(steps, m["bit1"], s.onsets[0])
+    np.testing.assert_array_equal(s.onsets[1], onsets.stair_onsets(steps, m["R1"], floor[1]))
+    np.testing.assert_array_equal(s.escapes[1], onsets.escape_steps(steps, m["bit1"]))
+    mask = plateaus.plateau_mask(steps, m["bit1"], s.onsets[0])
     np.testing.assert_array_equal(s.plateaus[1], mask)
     for k in range(2):
         want = np.median(m["R1"][mask[:, k], k]) if mask[:, k].any() else np.nan
@@ -189,7 +191,7 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
     for o in s.onsets:
         np.testing.assert_array_equal(own.onsets[o], s.onsets[o])
     # a rerun cut at step 4, logged on the same steps, is the full run's beginning
-    cut = st.run_bits(
+    cut = staircase_runs.run_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 4, floor, lr=1e-2, log_at=[0, 1, 2, 4]
     )
     for k in ("R0", "R1", "bit1"):
@@ -213,11 +215,11 @@ def test_plateau_and_fall_tells_a_plateau_from_a_smooth_decay():
     ln2 = np.log(2)
     plateau = np.where(steps < 150, ln2, ln2 * np.exp(-(steps - 150) / 15))  # sits, then falls
     smooth = ln2 * np.exp(-steps / 200)  # a decay from ln 2 with no plateau, same escape
-    wait, fall = st.plateau_and_fall(steps, np.stack([plateau, smooth], 1), after=[1, 1])
+    wait, fall = plateaus.plateau_and_fall(steps, np.stack([plateau, smooth], 1), after=[1, 1])
     assert wait[0] >= fall[0]  # the plateau passes
     assert wait[1] < fall[1]  # the control fails
     never = np.full((len(steps), 1), ln2)
-    w, f = st.plateau_and_fall(steps, never, after=[1])
+    w, f = plateaus.plateau_and_fall(steps, never, after=[1])
     assert np.isnan(w[0]) and np.isnan(f[0])  # no escape: no plateau to measure
 
 
@@ -228,7 +230,7 @@ def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     mlp = models.EmbMLP(data.vocab_size, 32, 32, data.n_labels, "silu")
     c1 = models.ACTIVATION_TAYLOR["silu"][0]
-    lead = st.leading_term_callback(mlp, data, lay.anchors, c1)
+    lead = staircase_callbacks.leading_term_callback(mlp, data, lay.anchors, c1)
     small = lead(0, models.build(mlp, [0, 1], gamma=1.5))
     large = lead(0, models.build(mlp, [0, 1], gamma=0.2))
     assert small.shape == (2,) and small.min() > 0.999
@@ -240,7 +242,7 @@ def test_raw_alignment_reads_the_rows_not_the_increment():
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     tg = st.parity_targets(data, lay)
-    cb = st.raw_alignment_callbacks(tg)
+    cb = staircase_callbacks.raw_alignment_callbacks(tg)
     gen = torch.Generator().manual_seed(0)
     d = tg.phis[0].shape[1]
     E = torch.randn(2, data.vocab_size, d, generator=gen, dtype=torch.float64)
@@ -258,8 +260,10 @@ def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     kw = dict(lr=1e-2, log_at=[0, 2, 4])
-    one = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, **kw)
-    ens = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, copies=3, **kw)
+    one = staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, **kw)
+    ens = staircase_runs.run_bits(
+        mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, copies=3, **kw
+    )
     assert ens.copies == 3 and one.copies == 1 and ens.seeds == [0, 1]
     assert ens.data["R0"].dims == ("step", "gamma", "seed", "copy")
     _, m1 = one.arm(1.0)
@@ -277,8 +281,8 @@ def test_copy_noise_depends_on_the_seed_and_copy_alone():
     from lib.training.sweep import Sweep
 
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
-    both = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
-    alone = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[1], copy=[0, 1, 2]), 1e-6)
+    both = staircase_runs.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
+    alone = staircase_runs.copy_params(mdl, Sweep(gamma=[1.0], seed=[1], copy=[0, 1, 2]), 1e-6)
     assert torch.equal(both["E"][3:], alone["E"])
     rel = (both["E"][1] - both["E"][0]) / both["E"][0]
     assert 1e-7 < rel.abs().max() < 1e-5
@@ -290,8 +294,10 @@ def test_run_bits_with_a_null_reads_its_own_permutation_floor():
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     null = st.label_null(PB2, LAY2, n_perm=10)
-    run = st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, null=null, lr=1e-2, log_at=[0, 2, 4])
+    run = staircase_runs.run_bits(
+        mdl, PB2, LAY2, tg, [0], [1.0], 4, null=null, lr=1e-2, log_at=[0, 2, 4]
+    )
     assert run.history["null1"].shape == (3, 1, 10)
     assert run.floor[1] == nulls.floor_of(run.history["null1"])
     with pytest.raises(ValueError, match="floor or a null"):
-        st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])
+        staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])

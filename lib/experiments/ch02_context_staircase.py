@@ -90,7 +90,7 @@ class Config(ChapterConfig):
     min_wait_over_fall: a plateau of bit j is a stretch on which its sign-bit loss sits at
         >= 0.9 ln 2 (after the previous stair's onset) at least this many times as long, in
         linear time, as the loss then takes to fall below 0.5 ln 2
-        (:func:`lib.measure.staircase.plateau_and_fall`); a smooth decay from ln 2 fails it.
+        (:func:`lib.measure.plateaus.plateau_and_fall`); a smooth decay from ln 2 fails it.
     min_speedup: the factor by which large init must shorten the bit-1 plateau (median
         escape step), and by which the sweep's escape step must grow from the largest
         init to the smallest.

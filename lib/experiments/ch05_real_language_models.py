@@ -503,7 +503,7 @@ def paired(curves: dict, target: str, a, b, cfg: Config) -> dict:
 def plateau_and_rise(steps, R, null_hi, after, onset):
     """How long a residual curve sits inside its null after the previous stair, and how long
     it then takes to rise: per instance, in steps (linear time, as
-    :func:`lib.measure.staircase.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
+    :func:`lib.measure.plateaus.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
     previous stair's onset) to the last logged step before ``onset[k]`` at which the curve is
     still at or below the null's upper band ``null_hi``, and ``rise`` from there to the onset.
     A plateau is a wait at least as long as the rise (and at least two logs inside the

@@ -22,7 +22,7 @@ import torch
 from ..data import signatures as sig
 from ..data import tasks
 from ..env import ConfigError
-from ..measure import lm
+from ..measure import lm, onsets, plateaus, staircase_callbacks
 from ..measure import metrics as M
 from ..measure import staircase as st
 from ..theory import flow
@@ -314,7 +314,7 @@ def rate_sweep(r_grid, seeds) -> Sweep:
 def signature_callbacks(task: Task, E0, prefix: str) -> dict:
     """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
     ``task.targets`` on the anchors' embedding increment and its permutation null (as
-    :func:`lib.measure.staircase.bit_callbacks` logs them), for reading one run against a second set
+    :func:`lib.measure.staircase_callbacks.bit_callbacks` logs them), for reading one run against a second set
     of signatures."""
     E0, tok = E0.detach().clone(), list(task.targets.tokens)
 
@@ -344,7 +344,7 @@ def train_rates(
 
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.measure.staircase.bit_callbacks` with the task's permutation null and
+    :func:`lib.measure.staircase_callbacks.bit_callbacks` with the task's permutation null and
     :func:`attention_callbacks`, and for each ``prefix: task`` of ``also`` the
     :func:`signature_callbacks` of that task's targets.
     """
@@ -352,7 +352,7 @@ def train_rates(
     with torch.no_grad():
         params["P"].zero_()
     X, y = task.data.X.to(device), task.data.y.to(device)
-    callbacks = st.bit_callbacks(
+    callbacks = staircase_callbacks.bit_callbacks(
         model, task.data, task.layout, task.targets, params["E"], null=task.null
     )
     callbacks.update(attention_callbacks(model, X, params))
@@ -378,11 +378,11 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
 
     ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
     ``counted`` (converged, at a rate where more than half of the seeds converged),
-    ``onset0``, ``onset1`` (:func:`lib.measure.staircase.stair_onsets` against the run's floor
-    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.staircase.escape_steps`),
+    ``onset0``, ``onset1`` (:func:`lib.measure.onsets.stair_onsets` against the run's floor
+    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.onsets.escape_steps`),
     ``leave`` (first logged step at which the readout row's distance from uniform reaches
     ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
-    plateau (median over :func:`lib.measure.staircase.plateau_mask`) and at the end, final ``R0``,
+    plateau (median over :func:`lib.measure.plateaus.plateau_mask`) and at the end, final ``R0``,
     ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
     (``loss_peak``), and at the end the readout's largest attention weight
     (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
@@ -391,11 +391,11 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     import xarray as xr
 
     steps = h.steps
-    on0 = st.stair_onsets(steps, h["R0"], floor[0])
-    on1 = st.stair_onsets(steps, h["R1"], floor[1])
-    esc = st.escape_steps(steps, h["bit1"])
+    on0 = onsets.stair_onsets(steps, h["R0"], floor[0])
+    on1 = onsets.stair_onsets(steps, h["R1"], floor[1])
+    esc = onsets.escape_steps(steps, h["bit1"])
     leave = M.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
-    plateau = st.plateau_mask(steps, h["bit1"], on0)
+    plateau = plateaus.plateau_mask(steps, h["bit1"], on0)
     converged = h["loss_all"][-1] < cfg.conv_frac * np.log(2)
     conv_rs = converged.reshape(sw.shape)  # (r, seed)
     rate_counts = conv_rs.mean(1) > 0.5

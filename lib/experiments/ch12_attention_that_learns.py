@@ -19,6 +19,7 @@ import torch
 
 from ..data import tasks
 from ..measure import metrics as M
+from ..measure import onsets, staircase_callbacks
 from ..measure import staircase as st
 from ..training import engine, models
 from ..training.sweep import Sweep
@@ -248,7 +249,9 @@ def train_ratios(cfg: Config, mdl, data, layout, targets, null, device, fit, des
 
     sw = ratio_sweep(cfg)
     params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)
-    callbacks = st.bit_callbacks(mdl, data, layout, targets, params["E"], null=null)
+    callbacks = staircase_callbacks.bit_callbacks(
+        mdl, data, layout, targets, params["E"], null=null
+    )
     callbacks.update(attention_callbacks(mdl, data.X.to(device)))
     h = engine.train(
         mdl,
@@ -272,8 +275,8 @@ def ratio_summary(h, sw: Sweep, floor: dict, cfg: Config) -> dict:
     (Chapter 9's rule on the excess loss), ``climbed`` (:func:`climbs`), the order-1
     onset, the bit's escape and the step at which attention finds the gate."""
     steps = h.steps
-    on = {o: st.stair_onsets(steps, h[f"R{o}"], floor[o]) for o in (0, 1)}
-    esc = st.escape_steps(steps, h["bit1"])
+    on = {o: onsets.stair_onsets(steps, h[f"R{o}"], floor[o]) for o in (0, 1)}
+    esc = onsets.escape_steps(steps, h["bit1"])
     stairs = st.Stairs(on, {1: esc}, {}, {})
     conv = excess_loss(h["loss_all"][-1], cfg.width) < cfg.conv_frac * np.log(2)
     conv_rs = conv.reshape(sw.shape)

@@ -5,7 +5,7 @@ scores it on *held-out groups* (here: held-out anchors). A feature that the repr
 carries along a shared direction is read off an anchor the probe never saw; a feature that is
 only memorized anchor by anchor (twelve random vectors, which any linear map can label at will)
 is not, and scores at chance. :func:`bit_probe_callbacks` logs where bit 1 of the
-gated-parity-bit task lives during training (:func:`lib.measure.staircase.bit_callbacks` logs the rest);
+gated-parity-bit task lives during training (:func:`lib.measure.staircase_callbacks.bit_callbacks` logs the rest);
 :func:`anchor_probe_callbacks` reads, from the anchor rows alone, the anchor feature of each
 bit (Chapter 2: whether a model that learned bit 2 put it in its embeddings);
 :func:`attention_spread_callbacks` logs how far a model's attention has moved off uniform.
@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..env import cpu_threads
 from ..training.engine import cached_callbacks
+from .staircase import increment, order_partials
 
 __all__ = [
     "heldout_probe",
@@ -89,8 +90,6 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
     *value-transformed* embedding increment, ``E W_V W_O`` at t minus at 0: the parity
     geometry where the value path, not the embedding, holds it.
     """
-    from .staircase import increment, order_partials
-
     X = data.X
     a_seq = X[:, 1]  # [z, a, ..., g]
     anchors = list(layout.anchors)

@@ -3,7 +3,7 @@
 A seed of the attention staircase can change its verdict under a relative change of 1e-6
 in its initial weights: the verdict is then not a property of the seed but a coin, and the
 book measures its odds. Each seed runs as an ensemble of copies whose inits differ by that
-much (:func:`lib.measure.staircase.train_bits` with ``copies``); :func:`climb_rates` turns the
+much (:func:`lib.experiments.staircase_runs.train_bits` with ``copies``); :func:`climb_rates` turns the
 per-copy verdicts into one rate per seed with a Wilson score interval, the interval that
 keeps its coverage at rates near 0 or 1 and at a handful of copies (Wilson 1927; Brown,
 Cai and DasGupta 2001).

@@ -150,7 +150,7 @@ def probe_callbacks(
 
     ``D`` (:func:`xor_contrast`), ``D_lin`` (:func:`bilinear_contrast`), ``u`` (norm of
     ``a_E W1``), ``M`` (norm of the parity modulation), ``W1`` (Frobenius norm of ``W1``)
-    and ``bit1`` (the sign-bit loss of :func:`lib.measure.staircase.bit_callbacks`). With the
+    and ``bit1`` (the sign-bit loss of :func:`lib.measure.staircase_callbacks.bit_callbacks`). With the
     run's ``opt_state`` (:func:`lib.training.engine.train`), also ``step``: Adam's step per unit
     gradient on the bit-1 coordinates, the geometric mean of the mean of
     :math:`1/(\sqrt{\hat v}+\epsilon)` (Adam's own denominator, ``beta2`` and ``eps`` those
@@ -418,7 +418,7 @@ def gradient_flow_escape(D0, rate: float, d_star: float) -> np.ndarray:
 
 def on_grid(T, steps) -> np.ndarray:
     """The first logged step at or after each ``T`` (``inf`` past the last): a predicted step
-    read as :func:`lib.measure.staircase.escape_steps` reads a measured one."""
+    read as :func:`lib.measure.onsets.escape_steps` reads a measured one."""
     steps = np.asarray(steps, dtype=float)
     T = np.asarray(T, dtype=float)
     i = np.searchsorted(steps, np.where(np.isfinite(T), T, np.inf) - 1e-9)

@@ -107,7 +107,7 @@ def perturb(
 
     A relative ``rel = 1e-6`` changes an init by about its float32 rounding: a verdict that
     flips under it is a coin, whose odds an ensemble of such copies measures
-    (:func:`lib.measure.staircase.train_bits` with ``copies``). ``rel`` is one value or one per
+    (:func:`lib.experiments.staircase_runs.train_bits` with ``copies``). ``rel`` is one value or one per
     instance (0 leaves an instance as it is). Instance k's noise comes from its own
     generator, seeded with ``(seed, keys[k])`` (default ``keys[k] = k``), so an instance's
     noise does not depend on which other instances share the batch when ``keys`` names it.
