@@ -5,42 +5,42 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib.measure import metrics as M
+from lib.measure import statistics
 
 
 def test_seed_bootstrap_is_reproducible_and_brackets_the_statistic():
     v = np.random.default_rng(0).normal(2.0, 1.0, size=8)
-    a = M.seed_bootstrap(lambda idx: v[idx].mean(), 8, n_boot=500, seed=3)
-    b = M.seed_bootstrap(lambda idx: v[idx].mean(), 8, n_boot=500, seed=3)
+    a = statistics.seed_bootstrap(lambda idx: v[idx].mean(), 8, n_boot=500, seed=3)
+    b = statistics.seed_bootstrap(lambda idx: v[idx].mean(), 8, n_boot=500, seed=3)
     assert a == b
     assert a.value == pytest.approx(v.mean())
     assert a.lo < a.value < a.hi
     # a statistic that cannot be read in most resamples has no interval
-    c = M.seed_bootstrap(lambda idx: np.nan if len(set(idx)) < 8 else 1.0, 8, n_boot=200)
+    c = statistics.seed_bootstrap(lambda idx: np.nan if len(set(idx)) < 8 else 1.0, 8, n_boot=200)
     assert np.isnan(c.lo) and np.isnan(c.hi)
     with pytest.raises(ValueError):
-        M.seed_bootstrap(lambda idx: 0.0, 0)
+        statistics.seed_bootstrap(lambda idx: 0.0, 0)
 
 
 def test_loglog_exponent_recovers_a_planted_power_law_with_its_interval():
     gen = np.random.default_rng(1)
     x = np.array([0.01, 0.03, 0.1, 0.3, 1.0, 3.0])
     Y = 5 * x[:, None] ** -0.5 * np.exp(gen.normal(0, 0.2, size=(6, 5)))
-    fit = M.loglog_exponent(x, Y, min_levels=4, n_boot=500)
+    fit = statistics.loglog_exponent(x, Y, min_levels=4, n_boot=500)
     assert abs(fit.value + 0.5) < 0.1
     assert fit.lo < -0.5 < fit.hi
     # excluded instances (NaN) are left out, levels without any are dropped
     Y[0] = np.nan
     Y[2, :3] = np.nan
-    fit2 = M.loglog_exponent(x, Y, min_levels=4, n_boot=500)
+    fit2 = statistics.loglog_exponent(x, Y, min_levels=4, n_boot=500)
     assert abs(fit2.value + 0.5) < 0.15
     # too few levels: no exponent
-    assert np.isnan(M.loglog_exponent(x, Y, min_levels=6, n_boot=50).value)
+    assert np.isnan(statistics.loglog_exponent(x, Y, min_levels=6, n_boot=50).value)
     # a flat law has an interval around 0
-    flat = M.loglog_exponent(x, 200 * np.exp(gen.normal(0, 0.1, size=(6, 5))), n_boot=500)
+    flat = statistics.loglog_exponent(x, 200 * np.exp(gen.normal(0, 0.1, size=(6, 5))), n_boot=500)
     assert flat.lo < 0 < flat.hi
     with pytest.raises(ValueError):
-        M.loglog_exponent(x, Y[:3])
+        statistics.loglog_exponent(x, Y[:3])
 
 
 def _design(n_levels=7, n_groups=5):
@@ -53,10 +53,10 @@ def test_trend_test_finds_a_planted_trend():
     x, groups = _design()
     gen = np.random.default_rng(2)
     y = -0.1 * np.log(x) + gen.normal(0, 0.2, size=x.shape)
-    t = M.trend_test(x, y, groups, n_perm=500, n_boot=300)
+    t = statistics.trend_test(x, y, groups, n_perm=500, n_boot=300)
     assert t.rho < 0 and t.p < 0.05 and t.hi < 0 and t.n == len(x)
     # the same data read for a rise: no evidence
-    assert M.trend_test(x, y, groups, alternative="greater", n_perm=500, n_boot=50).p > 0.5
+    assert statistics.trend_test(x, y, groups, alternative="greater", n_perm=500, n_boot=50).p > 0.5
 
 
 def test_trend_test_is_calibrated_when_there_is_no_trend():
@@ -66,7 +66,7 @@ def test_trend_test_is_calibrated_when_there_is_no_trend():
     for _ in range(60):
         # seeds differ (a group offset) but nothing depends on x
         y = gen.normal(0, 1, size=x.shape) + np.repeat(gen.normal(0, 2, size=5), 7)
-        rejections += M.trend_test(x, y, groups, n_perm=300, n_boot=20, seed=_).p < 0.05
+        rejections += statistics.trend_test(x, y, groups, n_perm=300, n_boot=20, seed=_).p < 0.05
     assert rejections <= 8  # about 3 expected at alpha = 0.05
 
 
@@ -74,12 +74,14 @@ def test_trend_test_drops_instances_that_do_not_count_and_refuses_bad_input():
     x, groups = _design()
     y = -np.log(x)
     y[[0, 8, 20]] = np.nan
-    t = M.trend_test(x, y, groups, n_perm=200, n_boot=50)
+    t = statistics.trend_test(x, y, groups, n_perm=200, n_boot=50)
     assert t.n == len(x) - 3 and t.rho == pytest.approx(-1.0)
-    assert np.isnan(M.trend_test(x[:2], y[:2], groups[:2]).rho)
-    flat = M.trend_test(x, np.ones_like(x), groups)  # a constant has no trend and no p-value
+    assert np.isnan(statistics.trend_test(x[:2], y[:2], groups[:2]).rho)
+    flat = statistics.trend_test(
+        x, np.ones_like(x), groups
+    )  # a constant has no trend and no p-value
     assert np.isnan(flat.rho) and np.isnan(flat.p)
     with pytest.raises(ValueError):
-        M.trend_test(x, y, groups, alternative="down")
+        statistics.trend_test(x, y, groups, alternative="down")
     with pytest.raises(ValueError):
-        M.trend_test(x, y[:-1], groups)
+        statistics.trend_test(x, y[:-1], groups)

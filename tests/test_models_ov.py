@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib.theory import flow
+from lib.theory import attention_flow
 from lib.training.init import init_params
 from lib.training.models import Transformer
 
@@ -74,7 +74,7 @@ def test_bad_ov_is_refused_by_name_and_flow_refuses_identity():
     model = Transformer(vocab_size=V, d_model=D, context_len=L, n_out=7, ov="identity")
     p = init_params(model.specs(), [0], gamma=1.0)
     with pytest.raises(ValueError, match="ov='learned'"):
-        flow.attention_terms(model, p, None)
+        attention_flow.attention_terms(model, p, None)
 
 
 @pytest.mark.parametrize("shape", [(B, L), (K, B, L)], ids=["shared", "per-instance"])

@@ -212,7 +212,7 @@ def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
 
 @pytest.mark.parametrize("per_instance", [False, True], ids=["shared", "per-instance"])
 def test_attention_spread_is_zero_at_uniform_attention_and_grows_off_it(per_instance):
-    from lib.measure.probes import attention_spread_callbacks
+    from lib.measure.attention import attention_spread_callbacks
     from lib.training.init import init_params
 
     model = models.AttnEmbMLP.example()

@@ -15,7 +15,7 @@ from lib.experiments import config
 from lib.experiments import qkov_official as official
 from lib.experiments import qkov_readings as readings
 from lib.experiments import qkov_training as training
-from lib.measure import metrics
+from lib.measure import matched_loss
 from lib.theory import reduced
 from lib.training import engine, qkov
 from lib.training.init import init_params
@@ -181,10 +181,12 @@ def test_invariant_conserved_and_closed_form_matches_ode():
 def test_at_matched_loss_interpolates_in_log_loss():
     loss = np.array([[1.0, 1.0], [0.1, 0.5], [0.01, 0.4]])
     vals = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])
-    out = metrics.at_matched_loss(loss, vals, np.sqrt(0.1))  # halfway in log between logs 0 and 1
+    out = matched_loss.at_matched_loss(
+        loss, vals, np.sqrt(0.1)
+    )  # halfway in log between logs 0 and 1
     np.testing.assert_allclose(out[0], 0.5)
     assert np.isnan(out[1])  # never reaches the target
-    np.testing.assert_array_equal(metrics.first_log_below(loss, 0.1), [1, -1])
+    np.testing.assert_array_equal(matched_loss.first_log_below(loss, 0.1), [1, -1])
 
 
 def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
@@ -192,20 +194,20 @@ def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
     loss = np.array([[1.0, 1.0], [0.1, 0.1], [0.01, 0.01]])
     sharp = np.array([[0.35, 0.35], [0.6, 0.55], [0.8, 0.7]])
     blunt = np.array([[0.35, 0.35], [0.4, 0.45], [0.5, 0.5]])
-    yes = metrics.sharper_at_matched_loss(loss, sharp, loss, blunt)
+    yes = matched_loss.sharper_at_matched_loss(loss, sharp, loss, blunt)
     assert yes.holds and yes.loss == pytest.approx(0.01)
     np.testing.assert_allclose(yes.test, [0.8, 0.7])
-    assert not metrics.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
+    assert not matched_loss.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
     # One seed the other way round is enough to fail: the check is per seed.
     mixed = sharp.copy()
     mixed[:, 1] = blunt[:, 1] - 0.01
-    assert not metrics.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
+    assert not matched_loss.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
     # The matched loss is one that every instance reaches: here the slower arm's lowest.
     slow = np.array([[1.0, 1.0], [0.3, 0.2], [0.1, 0.1]])
-    res = metrics.sharper_at_matched_loss(loss, sharp, slow, blunt)
+    res = matched_loss.sharper_at_matched_loss(loss, sharp, slow, blunt)
     assert res.loss == pytest.approx(0.1) and np.isfinite(res.test).all()
     with pytest.raises(ValueError):
-        metrics.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
+        matched_loss.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
 
 
 def test_distinct_mass_bins_and_modal_status():

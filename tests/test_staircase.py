@@ -8,7 +8,6 @@ import torch
 
 from lib.data import tasks
 from lib.experiments import staircase_runs
-from lib.measure import metrics as M
 from lib.measure import onsets, plateaus, staircase_callbacks
 from lib.measure import staircase as st
 from lib.training import engine, models
@@ -32,11 +31,11 @@ def test_onsets():
     rise = np.array([np.nan, 0.0, 0.1, 0.2, 0.5, 0.8, 0.8, 0.7])  # peak 0.8 -> threshold 0.4
     late = np.array([np.nan, 0.0, 0.0, 0.0, 0.1, 0.2, 0.6, 0.6])
     noise = np.array([np.nan, 0.05, -0.05, 0.08, 0.0, 0.02, -0.1, 0.07])
-    onset, thr = M.relative_onset(steps, np.stack([rise, late, noise], 1), frac=0.5, floor=0.1)
+    onset, thr = onsets.relative_onset(steps, np.stack([rise, late, noise], 1), frac=0.5, floor=0.1)
     assert onset[0] == 8 and onset[1] == 32 and math.isnan(onset[2])
     np.testing.assert_allclose(thr, [0.4, 0.3, 0.1])
     with pytest.raises(ValueError):
-        M.relative_onset(steps, rise, frac=0.0)
+        onsets.relative_onset(steps, rise, frac=0.0)
 
 
 # ---------------------------------------------------------------- one stair per order

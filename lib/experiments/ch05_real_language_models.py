@@ -21,7 +21,7 @@ from ..book import page
 from ..book.style import COLORS, band
 from ..data import corpora
 from ..data import signatures as sig
-from ..measure import lm
+from ..measure import lm, onsets
 from ..measure import metrics as M
 from ..training import engine
 from ..training.init import perturb
@@ -450,13 +450,13 @@ def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
 def stairs(steps, curves: dict, cfg: Config) -> dict:
     """Per instance: the next-token onset (``onset_frac`` of its maximum, above its null),
     and for each residual target the onset, size and base of its largest climb after the
-    previous stair's onset (:func:`lib.measure.metrics.rise_onset`), and its level at the end.
+    previous stair's onset (:func:`lib.measure.onsets.rise_onset`), and its level at the end.
     No stair: a climb within the half-width of the target's null band, or a peak within
     one half-width above the band."""
     steps = np.asarray(steps, dtype=float)
     c = curves["next"]
     floor = float(np.nanmax(c["null_hi"]))
-    out = {"next": M.relative_onset(steps, c["R"], frac=cfg.onset_frac, floor=floor)[0]}
+    out = {"next": onsets.relative_onset(steps, c["R"], frac=cfg.onset_frac, floor=floor)[0]}
     for n in TARGETS:
         out[f"{n}_end"] = level(curves[n]["R"], len(steps) - 1, cfg.end_logs)
         if n == "next":
@@ -464,7 +464,7 @@ def stairs(steps, curves: dict, cfg: Config) -> dict:
         c = curves[n]
         hi = float(np.nanmax(c["null_hi"]))
         half_width = (hi - float(np.nanmin(c["null_lo"]))) / 2
-        on, rise, base = M.rise_onset(
+        on, rise, base = onsets.rise_onset(
             steps, c["R"], out[PREVIOUS[n]], frac=cfg.onset_frac, min_rise=half_width,
             floor=hi + half_width,
         )  # fmt: skip

@@ -19,6 +19,7 @@ from ..book import page
 from ..data import signatures as sig
 from ..data import tasks
 from ..measure import metrics as M
+from ..measure import onsets
 from . import ChapterConfig
 
 CHAPTER = "06_embeddings_matter"
@@ -336,7 +337,7 @@ def e4_rows(h4, sweep, inits, fit_acc: float) -> list[dict]:
     for init in inits:
         for arm in A4:
             ks = sweep.index(arm=arm, init=init)
-            fit = M.onset_step(h4.steps, h4["train_acc"][:, ks], fit_acc)
+            fit = onsets.onset_step(h4.steps, h4["train_acc"][:, ks], fit_acc)
             rows.append(
                 {
                     "init": init,
@@ -354,7 +355,7 @@ def e4_rows(h4, sweep, inits, fit_acc: float) -> list[dict]:
 def reach_steps(steps, curves, levels) -> np.ndarray:
     """Per seed j, the first logged step at which ``curves[:, j]`` reaches ``levels[j]``."""
     return np.array(
-        [M.onset_step(steps, curves[:, j], levels[j]) for j in range(len(levels))], dtype=float
+        [onsets.onset_step(steps, curves[:, j], levels[j]) for j in range(len(levels))], dtype=float
     )
 
 

@@ -22,10 +22,8 @@ import torch
 from ..data import signatures as sig
 from ..data import tasks
 from ..env import ConfigError
-from ..measure import lm, onsets, plateaus, staircase_callbacks
-from ..measure import metrics as M
+from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
 from ..measure import staircase as st
-from ..theory import flow
 from ..training import engine, models
 from ..training.sweep import Sweep
 from . import ChapterConfig
@@ -394,7 +392,7 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     on0 = onsets.stair_onsets(steps, h["R0"], floor[0])
     on1 = onsets.stair_onsets(steps, h["R1"], floor[1])
     esc = onsets.escape_steps(steps, h["bit1"])
-    leave = M.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
+    leave = onsets.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
     plateau = plateaus.plateau_mask(steps, h["bit1"], on0)
     converged = h["loss_all"][-1] < cfg.conv_frac * np.log(2)
     conv_rs = converged.reshape(sw.shape)  # (r, seed)
@@ -456,7 +454,7 @@ def share_band(flags: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -
             ok = np.isfinite(picked)
             return float(picked[ok].mean()) if ok.any() else np.nan
 
-        out[i] = M.seed_bootstrap(share, len(row), n_boot, seed, level)
+        out[i] = statistics.seed_bootstrap(share, len(row), n_boot, seed, level)
     return out
 
 
@@ -494,14 +492,14 @@ def failed_instances(summaries: dict):
 
 def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
     """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
-    (:func:`lib.measure.metrics.loglog_exponent`), over the counted rates at which ``premise``
+    (:func:`lib.measure.statistics.loglog_exponent`), over the counted rates at which ``premise``
     ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
     exponent is NaN where fewer than ``cfg.min_fit_rates`` rates qualify."""
     Y = where_counted(ds, name)
     cnt = ds["counted"].values
     ok = cnt.any(1) & np.all(premise | ~cnt, axis=1)
     Y[~ok] = np.nan
-    fit = M.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
+    fit = statistics.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
     return fit, int(ok.sum())
 
 
@@ -552,7 +550,7 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     X_probe = probe(0)[0][0]
     # the embedding's similarities only: the chapter reads no unembedding geometry
     callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
-    callbacks["attn_dist"] = lambda step, p: flow.attention_distance(
+    callbacks["attn_dist"] = lambda step, p: attention.attention_distance(
         model.forward(p, X_probe, return_attention=True)[1][0]
     )
     h = engine.train(
@@ -580,7 +578,7 @@ def skip_onsets(h, sw: Sweep, phi: dict, n_perm: int):
     out, R, null = {}, {}, {}
     for name, c in curves.items():
         null[name] = float(np.nanmax(c["null_hi"]))
-        on = M.relative_onset(h.steps, c["R"], frac=0.5, floor=null[name])[0]
+        on = onsets.relative_onset(h.steps, c["R"], frac=0.5, floor=null[name])[0]
         out[name] = np.where(np.isnan(on), np.inf, on)
         R[name] = c["R"]
     return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()}), R, null

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from ..data import tasks
-from ..measure import metrics as M
 from ..measure import onsets, staircase_callbacks
 from ..measure import staircase as st
 from ..training import engine, models
@@ -206,7 +205,7 @@ def bit_accuracy(mdl, params, data, layout) -> np.ndarray:
 
 def first_step(steps, curves, level: float) -> np.ndarray:
     """Per instance, the first logged step at which a curve reaches ``level`` (inf: never)."""
-    on = M.onset_step(steps, curves, level)
+    on = onsets.onset_step(steps, curves, level)
     on = on.numpy() if torch.is_tensor(on) else np.asarray(on, dtype=float)
     return np.where(np.isnan(on), np.inf, on)
 

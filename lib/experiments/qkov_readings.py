@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..measure import metrics
+from ..measure import matched_loss
 from ..training import engine, qkov
 from . import qkov_official as official
 from .qkov_training import snapshots
@@ -49,7 +49,7 @@ def means_at_matched_loss(stats, groups, loss_star, keys) -> dict[str, dict[str,
         s = stats[name]
         out[label] = {
             key: float(
-                np.mean(metrics.at_matched_loss(s["loss"][:, sel], s[key][:, sel], loss_star))
+                np.mean(matched_loss.at_matched_loss(s["loss"][:, sel], s[key][:, sel], loss_star))
             )
             for key in keys
         }
@@ -90,12 +90,12 @@ def reading_index(stats_run, history, sel, reading, loss_star, lr, fixed_flow=No
     code), else where the logged training loss first reaches the code's stopping loss (the
     lowest logged training loss if never)."""
     if reading == "matched loss":
-        return metrics.first_log_below(stats_run["loss"][:, sel], loss_star)
+        return matched_loss.first_log_below(stats_run["loss"][:, sel], loss_star)
     if fixed_flow is not None:
         i = int(np.nonzero(lr * history.steps >= fixed_flow)[0][0])
         return np.full(history["loss"][:, sel].shape[1], i)
     train = history["loss"][:, sel]
-    idx = metrics.first_log_below(train, official.FIG2_STOP_LOSS)
+    idx = matched_loss.first_log_below(train, official.FIG2_STOP_LOSS)
     return np.where(idx >= 0, idx, train.argmin(0))
 
 
@@ -120,7 +120,7 @@ def fig2_rows(stats, runs, panels, loss_star, lr):
         h = runs[name][1]
         train = h["loss"][:, sel]
         fixed_flow = official.FIG2_CACO_FLOW_TIME if panel == "CACO, r=5" else None
-        reached = bool((metrics.first_log_below(train, official.FIG2_STOP_LOSS) >= 0).all())
+        reached = bool((matched_loss.first_log_below(train, official.FIG2_STOP_LOSS) >= 0).all())
         if not reached and fixed_flow is None:
             not_reached.append(panel)
         for reading in ("matched loss", "code's reading"):

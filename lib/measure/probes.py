@@ -7,8 +7,7 @@ only memorized anchor by anchor (twelve random vectors, which any linear map can
 is not, and scores at chance. :func:`bit_probe_callbacks` logs where bit 1 of the
 gated-parity-bit task lives during training (:func:`lib.measure.staircase_callbacks.bit_callbacks` logs the rest);
 :func:`anchor_probe_callbacks` reads, from the anchor rows alone, the anchor feature of each
-bit (Chapter 2: whether a model that learned bit 2 put it in its embeddings);
-:func:`attention_spread_callbacks` logs how far a model's attention has moved off uniform.
+bit (Chapter 2: whether a model that learned bit 2 put it in its embeddings).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ __all__ = [
     "heldout_probe",
     "bit_probe_callbacks",
     "anchor_probe_callbacks",
-    "attention_spread_callbacks",
 ]
 
 
@@ -148,19 +146,3 @@ def anchor_probe_callbacks(layout, emb: str = "E") -> dict:
         }
 
     return cached_callbacks(measure, [f"probe_E{j}" for j in feats])
-
-
-def attention_spread_callbacks(model, X) -> dict:
-    r"""Callback ``attn_tv``, per instance ``(K,)``: how far attention is from uniform on ``X``.
-
-    The total-variation distance :math:`\tfrac12\sum_j |A_j - 1/L|` of the readout's
-    attention row from the uniform one, averaged over the sequences of ``X``: 0 at uniform
-    attention (the small-init limit), 1 - 1/L at most. ``model.forward(params, X,
-    return_attention=True)`` must return ``(logits, A)`` with ``A`` of shape ``(K, B, L)``.
-    """
-
-    def tv(step, params):
-        _, A = model.forward(params, X, return_attention=True)
-        return 0.5 * (A - 1.0 / A.shape[-1]).abs().sum(-1).mean(-1)
-
-    return {"attn_tv": tv}

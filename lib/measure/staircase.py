@@ -31,6 +31,7 @@ import torch
 from ..training.engine import History
 from ..training.sweep import Sweep
 from . import metrics as M
+from . import onsets
 from .nulls import PermutationNull, permuted_labels
 from .onsets import escape_steps, stair_onsets, staircase_climbs
 from .plateaus import plateau_mask
@@ -296,7 +297,7 @@ class BitRun:
         onset of the arm at ``gamma`` (half the run's maximum, at least the floor)."""
         steps, m = self.arm(gamma)
         return {
-            o: M.relative_onset(steps, m[f"R{o}"], floor=self.floor[o])[1]
+            o: onsets.relative_onset(steps, m[f"R{o}"], floor=self.floor[o])[1]
             for o in self.targets.orders
         }
 
@@ -314,7 +315,7 @@ class BitRun:
             on = {o: stair_onsets(steps, m[f"R{o}"], self.floor[o]) for o in orders}
         else:
             at = lambda o: [  # the first step at each level, as relative_onset reads it
-                float(M.onset_step(steps, m[f"R{o}"][:, k], float(v)))
+                float(onsets.onset_step(steps, m[f"R{o}"][:, k], float(v)))
                 for k, v in enumerate(levels[o])
             ]
             on = {o: np.nan_to_num(np.array(at(o)), nan=np.inf) for o in orders}

@@ -4,7 +4,9 @@ A module of this layer computes what an equation of a chapter predicts, from wei
 signatures; it imports the layers below it (data, training, measure), never the
 experiments or the book.
 
-``flow`` (the gradient-flow expansions), ``reduced`` (the reduced two-scalar QK/OV
+``flow`` (the gradient-flow expansion of the Emb-MLP, and the linear model),
+``attention_flow`` (the same for one-layer attention), ``saddle`` (the escape of a pair of
+tokens from a symmetric saddle), ``reduced`` (the reduced two-scalar QK/OV
 theory), ``order`` (what sets the order: context order against signal strength) and
 ``adam_plateau`` (the bit-1 plateau under Adam).
 """

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..measure import metrics
+from ..measure import onsets
 from ..training.engine import History, cached_callbacks, train
 from ..training.models import build
 
@@ -336,7 +336,7 @@ def parting(steps, a, b, tol: float) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         gap = np.abs(b - a) / np.maximum.accumulate(np.abs(a), 0)
     gap = np.where(np.isnan(gap), 0.0, gap)  # 0 / 0: both still exactly zero
-    return np.asarray(metrics.onset_step(steps, gap, tol), dtype=float), gap.max(0)
+    return np.asarray(onsets.onset_step(steps, gap, tol), dtype=float), gap.max(0)
 
 
 def escape_level(frac: float = 0.5) -> float:

@@ -1,4 +1,4 @@
-r"""Embedding gradient flow by orders of the init scale (Chapters 3 and 4).
+r"""Embedding gradient flow by orders of the init scale (Chapter 3; attention: Chapter 4).
 
 Every weight starts at size :math:`O(\varepsilon)` (``std = fan_in^-gamma``). Expanding
 the activation, :math:`\sigma(x)=c_1x+\tfrac{c_2}{2}x^2+\dots`, and the softmax at zero
@@ -18,16 +18,9 @@ mean cross-entropy), with :math:`r_s` the token rate and :math:`c` the centring
     \underbrace{-\frac{c_1^2}{n} r_s\Big(\sum_\mu\phi^X_s(\mu)E_\mu\Big)W_1W_2\Pi W_2^\top W_1^\top}_{O(\varepsilon^5)}
     + O(\varepsilon^6).
 
-**One-layer attention** (:class:`lib.training.models.Transformer`, ``n_layers=1``, readout at the
-last position ``L``, no LayerNorm, no MLP), with :math:`r^{\rm last}_s,\phi^{\rm last}_s`
-the rate and label signature of the *last* token and :math:`W_{VO}=W_VW_O`:
-
-.. math::
-    -\frac{\partial L}{\partial E_s} =
-    \underbrace{r^{\rm last}_s(\phi^{\rm last}_s-c)U^\top}_{O(\varepsilon)\ \text{residual}}
-    + \underbrace{\tfrac1L r_s(\phi^y_s-c)U^\top W_{VO}^\top}_{O(\varepsilon^3)\ \text{value, uniform attention}}
-    \underbrace{-\tfrac1n r^{\rm last}_s(E_s+P_L)U\Pi U^\top}_{O(\varepsilon^3)\ \text{softmax self-term}}
-    + O(\varepsilon^5) + \underbrace{O(\varepsilon^7)}_{\text{QK path}}.
+**One-layer attention**: the same expansion for
+:class:`lib.training.models.Transformer` is :mod:`lib.theory.attention_flow`; the escape of
+a pair of tokens from a symmetric saddle, :mod:`lib.theory.saddle`.
 
 All functions take the batched weights ``params`` (``(K, ...)`` tensors) and return
 ``(K, V, d)`` tensors; rows of tokens that never occur are zero.
@@ -43,7 +36,7 @@ import torch
 from ..data import signatures as sig
 from ..measure import metrics as M
 from ..training.engine import cross_entropy
-from ..training.models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, Transformer, embed_sum
+from ..training.models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, embed_sum
 
 F64 = torch.float64
 
@@ -228,110 +221,6 @@ def emb_mlp_paths(model: EmbMLP, params, X, y) -> dict:
 # ----------------------------------------------------------------------------- attention
 
 
-def _check_attention_model(model: Transformer):
-    if (
-        model.n_layers != 1
-        or model.d_mlp
-        or model.norm != "none"
-        or model.positions != "learned"
-        or model.readout != "last"
-        or model.ov != "learned"
-    ):
-        raise ValueError(
-            "the attention expansion is derived for Transformer(n_layers=1, d_mlp=0, "
-            "norm='none', positions='learned', readout='last', ov='learned')"
-        )
-
-
-def attention_terms(model: Transformer, params, S: CountedSignatures, centre="uniform") -> dict:
-    """Residual (O(ε)), value (O(ε³)) and softmax self (O(ε³)) terms of the 1-layer model, (K, V, d)."""
-    _check_attention_model(model)
-    E, U = _w(params, "E"), _w(params, "U")
-    WVO = _w(params, "V0") @ _w(params, "O0")  # (K, d, d)
-    K, n, L = E.shape[0], U.shape[-1], S.seq_len
-    c = centring(centre, n, S, K)
-    UT = U.transpose(1, 2)
-    resid = (S.r_last[None, :, None] * (S.phi_last[None] - c[:, None, :])) @ UT
-    value = (S.r[None, :, None] * (S.phi_y[None] - c[:, None, :])) @ UT @ WVO.transpose(1, 2) / L
-    h_last = E + _w(params, "P")[:, L - 1][:, None, :]  # E_s + P_L: the last position's input
-    Uc = U - U.mean(-1, keepdim=True)  # U Pi
-    self_term = -(1.0 / n) * S.r_last[None, :, None] * (h_last @ Uc @ Uc.transpose(1, 2))
-    return {"residual": resid, "value": value, "self": self_term}
-
-
-class _DetachedAttention(Transformer):
-    """The same 1-layer model with the attention weights detached (no QK-path gradient)."""
-
-    @classmethod
-    def example(cls, K: int = 3):
-        """A tiny 1-layer attention-only instance (the only shape this class computes)."""
-        return cls(vocab_size=11, d_model=8, context_len=5, n_out=7)
-
-    def forward(self, params, X, return_attention=False):
-        from ..training.models import _lin, embed
-
-        L = X.shape[-1]
-        h = embed(params["E"], X) + params["P"][:, None, :L]
-        mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
-        q, k, v = _lin(h, params["Q0"]), _lin(h, params["K0"]), _lin(h, params["V0"])
-        scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
-        A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).detach()
-        h = (h + _lin(torch.matmul(A, v), params["O0"]))[:, :, -1]
-        return _lin(h, params["U"])
-
-
-def attention_qk_path(model: Transformer, params, X, y) -> torch.Tensor:
-    """The exact QK-path part of -dL/dE: full gradient minus the one with attention detached."""
-    _check_attention_model(model)
-    det = _DetachedAttention(**{f: getattr(model, f) for f in model.__dataclass_fields__})
-    return neg_grad_E(model, params, X, y) - neg_grad_E(det, params, X, y)
-
-
-def attention_distance(A: torch.Tensor) -> torch.Tensor:
-    r"""Mean total-variation distance of causal attention rows from uniform averaging.
-
-    ``A`` is (K, B, L, L); returns (K,): :math:`\frac12\sum_j|A_{ij}-1/i|`, averaged over
-    rows i and the batch (row i = 1 is always uniform and is included).
-    """
-    L = A.shape[-1]
-    unif = torch.ones(L, L, dtype=A.dtype, device=A.device).tril()
-    unif = unif / unif.sum(-1, keepdim=True)
-    return 0.5 * (A - unif).abs().sum(-1).mean((-1, -2))
-
-
-def attention_scores(model: Transformer, params, X) -> torch.Tensor:
-    r"""Pre-softmax causal scores :math:`s_{ij}=h_iW_QW_K^\top h_j^\top/\sqrt{d_h}` of the
-    single layer, (K, B, L, L) in float64, with the masked entries (j > i) NaN."""
-    from ..training.models import embed
-
-    _check_attention_model(model)
-    L = X.shape[-1]
-    h = embed(params["E"].detach().double(), X) + params["P"].detach().double()[:, None, :L]
-    s = (h @ params["Q0"].detach().double()[:, None]) @ (
-        h @ params["K0"].detach().double()[:, None]
-    ).transpose(-1, -2)
-    mask = torch.ones(L, L, dtype=torch.bool, device=s.device).tril()
-    return (s / model.dh**0.5).masked_fill(~mask, float("nan"))
-
-
-def first_order_attention_distance(s: torch.Tensor) -> torch.Tensor:
-    r"""The distance from uniform attention to first order in the scores, (K, B, L, L) -> (K,).
-
-    A causal softmax row is :math:`A_{ij}=\frac1i(1+s_{ij}-\bar s_i)+O(s^2)`, so
-    :math:`D\approx\frac1{2i}\sum_{j\le i}|s_{ij}-\bar s_i|`, averaged over rows and the batch
-    as in :func:`attention_distance`; ``s`` as :func:`attention_scores` returns it.
-    """
-    L = s.shape[-1]
-    i = torch.arange(1, L + 1, dtype=torch.float64, device=s.device)[:, None]
-    dev = (s - s.nanmean(-1, keepdim=True)).abs()
-    return (torch.nansum(dev, -1) / (2 * i[:, 0])).mean((-1, -2))
-
-
-def attention_entropy(A: torch.Tensor) -> torch.Tensor:
-    """Mean entropy (nats) of the last row of causal attention, (K, B, L, L) -> (K,)."""
-    return M.attention_entropy(A[..., -1, :]).mean(-1)
-
-
 # ----------------------------------------------------------------------------- linear model
 
 
@@ -390,102 +279,6 @@ def gram_cos_pairs(G: torch.Tensor, tokens) -> torch.Tensor:
 # ------------------------------------------------------------- escape from a symmetric saddle
 
 
-def emb_mlp_input_hessian(model: EmbMLP, params, X, y) -> torch.Tensor:
-    r"""Per-sequence Hessian of the cross-entropy with respect to the bag :math:`h=\sum_iE_{x_i}`.
-
-    With :math:`a=hW_1`, :math:`f=\sigma(a)W_2`, :math:`p=\mathrm{softmax}(f)` and
-    :math:`J=W_1\,\mathrm{diag}(\sigma'(a))\,W_2` (:math:`d\times n`),
-
-    .. math:: \nabla^2_h\ell = J(\mathrm{diag}\,p-pp^\top)J^\top
-              + W_1\,\mathrm{diag}\big(\sigma''(a)\odot W_2(p-e_y)\big)\,W_1^\top .
-
-    ``X`` is ``(N, L)`` shared by all instances; returns ``(K, N, d, d)`` in float64.
-    """
-    E, W1, W2 = _w(params, "E"), _w(params, "W1"), _w(params, "W2")
-    X = torch.as_tensor(X, device=E.device)
-    act = ACTIVATIONS[model.activation]
-    with torch.enable_grad():
-        a = (embed_sum(E, X) @ W1).detach().requires_grad_(True)
-        (d1,) = torch.autograd.grad(act(a).sum(), [a], create_graph=True)
-        (d2,) = torch.autograd.grad(d1.sum(), [a])
-    a, d1 = a.detach(), d1.detach()
-    p = torch.softmax(act(a) @ W2, -1)  # (K, N, n)
-    Y = torch.nn.functional.one_hot(torch.as_tensor(y, device=E.device), W2.shape[-1]).to(F64)
-    J = torch.einsum("kdm,knm,kmc->kndc", W1, d1, W2)  # (K, N, d, n)
-    Jp = torch.einsum("kndc,knc->knd", J, p)
-    gauss = torch.einsum("kndc,knc,knec->knde", J, p, J) - Jp[..., :, None] * Jp[..., None, :]
-    w = d2 * torch.einsum("kmc,knc->knm", W2, p - Y)  # (K, N, m)
-    curv = torch.einsum("kdm,knm,kem->knde", W1, w, W1)
-    return gauss + curv
-
-
-def antisymmetric_hessian(model: EmbMLP, params, X, y, first, second) -> torch.Tensor:
-    r"""Hessian of the mean loss in the antisymmetric embedding mode, ``(K, P d, P d)``.
-
-    For token pairs ``(first[p], second[p])`` write :math:`E_{first}=S+A`,
-    :math:`E_{second}=S-A`. The bag of sequence :math:`n` moves by
-    :math:`\delta h_n=\sum_p M_{np}A_p` with :math:`M_{np}=c_{first_p}(X_n)-c_{second_p}(X_n)`,
-    so :math:`H_A=\frac1N\sum_n (M_n\otimes M_n)\otimes\nabla^2_h\ell_n`
-    (:func:`emb_mlp_input_hessian`). On a state symmetric under the exchange of each pair,
-    gradient descent at rate :math:`\eta` moves :math:`A` by
-    :math:`A\leftarrow(I-\tfrac\eta2H_A)A` to first order: the linearized escape.
-    """
-    Hn = emb_mlp_input_hessian(model, params, X, y)
-    X = torch.as_tensor(X, device=Hn.device)
-    V = params["E"].shape[1]
-    C = torch.zeros(X.shape[0], V, dtype=F64, device=Hn.device).scatter_add_(
-        1, X, torch.ones(X.shape, dtype=F64, device=Hn.device)
-    )
-    M = C[:, list(first)] - C[:, list(second)]  # (N, P)
-    K, N, d, _ = Hn.shape
-    P = M.shape[1]
-    H = torch.einsum("np,nq,knij->kpiqj", M, M, Hn) / N
-    return H.reshape(K, P * d, P * d)
-
-
-def antisymmetric_part(E, first, second) -> torch.Tensor:
-    """:math:`A=(E_{first}-E_{second})/2`, shape ``(K, P, d)``."""
-    E = torch.as_tensor(E)
-    return (E[:, list(first)] - E[:, list(second)]) / 2
-
-
-def propagate_linear(steps, H, eta, a0, total: int) -> np.ndarray:
-    r"""Norm of the antisymmetric mode under the linearized GD map, at every step 0..``total``.
-
-    ``H`` is ``(n_logs, Pd, Pd)`` (:func:`antisymmetric_hessian` along the symmetric
-    trajectory, at logged ``steps``), ``eta`` ``(n_logs,)`` the effective step size there
-    (the learning rate times the clip factor), ``a0`` the initial mode ``(Pd,)``; between
-    logged steps the last logged map is used: :math:`A_{t+1}=(I-\tfrac{\eta_i}{2}H_i)A_t`.
-    """
-    steps = np.asarray(steps)
-    H = torch.as_tensor(H, dtype=F64).cpu()
-    eta = torch.as_tensor(eta, dtype=F64).cpu()
-    a = torch.as_tensor(a0, dtype=F64).cpu().flatten().clone()
-    norms = np.empty(total + 1)
-    norms[0] = float(a.norm())
-    i = 0
-    for t in range(total):
-        while i + 1 < len(steps) and steps[i + 1] <= t:
-            i += 1
-        a = a - 0.5 * eta[i] * (H[i] @ a)
-        norms[t + 1] = float(a.norm())
-    return norms
-
-
-def growth_rate(H, eta) -> np.ndarray:
-    r"""Per-step growth rate of the fastest antisymmetric mode, :math:`\lambda=\tfrac\eta2\,
-    \max\mathrm{eig}(-H_A)`, for ``H`` ``(..., Pd, Pd)`` and ``eta`` ``(...)``."""
-    H = torch.as_tensor(H, dtype=F64).cpu()
-    lam = -torch.linalg.eigvalsh(H)[..., 0]
-    return (0.5 * torch.as_tensor(eta, dtype=F64) * lam).numpy()
-
-
-def escape_prediction_holds(predicted, measured, tol: float) -> bool:
-    """Whether every predicted escape step is within a ratio ``1 +- tol`` of the measured one."""
-    r = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float)
-    return bool(np.all(np.abs(r - 1) <= tol))
-
-
 __all__ = [
     "CountedSignatures",
     "counted_signatures",
@@ -497,21 +290,9 @@ __all__ = [
     "neg_grad_E",
     "mean_prediction",
     "emb_mlp_paths",
-    "attention_terms",
-    "attention_qk_path",
-    "attention_distance",
-    "attention_scores",
-    "first_order_attention_distance",
-    "attention_entropy",
     "signature_matrix",
     "linear_mode_strength_early",
     "linear_mode_onset",
     "psd_sqrt",
     "gram_cos_pairs",
-    "emb_mlp_input_hessian",
-    "antisymmetric_hessian",
-    "antisymmetric_part",
-    "propagate_linear",
-    "growth_rate",
-    "escape_prediction_holds",
 ]

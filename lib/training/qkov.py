@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..measure import metrics as M
+from ..measure import attention
 from .init import ParamSpec
 from .models import token_counts
 
@@ -191,7 +191,7 @@ def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) ->
     lp_true = torch.gather(logp, -1, yk[..., None])[..., 0]
     dm = distinct_mask.expand_as(a)
     distinct = (a * dm).sum(-1)
-    ent = M.attention_entropy(a)
+    ent = attention.attention_entropy(a)
     sep = a.masked_fill(~dm, -1.0).amax(-1) - a.masked_fill(dm, 2.0).amin(-1)
     # Attention on copies of the query token (itself included): a shortcut, since the
     # query's identity alone gives the class (attending to "my own token" is class-specific).
