@@ -54,7 +54,8 @@ import torch.nn as nn
 
 from .env import cpu_threads, quietly
 from .training.engine import train
-from .training.models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
+from .training.layers import ACTIVATIONS
+from .training.models import EmbMLP, LinearEmb, Transformer, build
 
 
 class _PlainEmbMLP(nn.Module):

@@ -7,7 +7,8 @@ import torch
 from lib.env import ConfigError
 from lib.training.engine import TrainingDivergedError, cross_entropy, log_grid, log_steps, train
 from lib.training.init import ParamSpec, init_params
-from lib.training.models import EmbMLP, LinearEmb, Transformer, build, embed_sum
+from lib.training.layers import embed_sum
+from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 
 def _data(V=11, L=4, N=64, seed=0):

@@ -8,8 +8,7 @@ import torch
 
 from lib.measure import lm
 from lib.measure import metrics as M
-from lib.training import engine
-from lib.training import models as lib_models
+from lib.training import engine, layers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -248,7 +247,7 @@ def test_residual_path_gradient_is_autograd_of_the_block_free_decoder(per_instan
     shape = (K, B, L) if per_instance else (B, L)
     X = torch.randint(0, V, shape, generator=gen)
     y = torch.randint(0, V, shape, generator=gen)
-    h = lib_models.embed(E, X)
+    h = layers.embed(E, X)
     n = h / torch.sqrt((h * h).mean(-1, keepdim=True) + 1e-6)
     loss = engine.cross_entropy(torch.einsum("kbld,kdv->kblv", n, U), y)
     (grad,) = torch.autograd.grad(loss.sum(), E)

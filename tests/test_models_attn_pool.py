@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from lib.training.init import init_params
-from lib.training.models import ACTIVATIONS, AttnEmbMLP, EmbMLP, build
+from lib.training.layers import ACTIVATIONS
+from lib.training.models import AttnEmbMLP, EmbMLP, build
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,7 +10,7 @@ from lib.data import tasks
 from lib.experiments import staircase_runs
 from lib.measure import onsets, plateaus, staircase_callbacks
 from lib.measure import staircase as st
-from lib.training import engine, models
+from lib.training import engine, layers, models
 
 
 def test_increment():
@@ -228,7 +228,7 @@ def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     mlp = models.EmbMLP(data.vocab_size, 32, 32, data.n_labels, "silu")
-    c1 = models.ACTIVATION_TAYLOR["silu"][0]
+    c1 = layers.ACTIVATION_TAYLOR["silu"][0]
     lead = staircase_callbacks.leading_term_callback(mlp, data, lay.anchors, c1)
     small = lead(0, models.build(mlp, [0, 1], gamma=1.5))
     large = lead(0, models.build(mlp, [0, 1], gamma=0.2))

@@ -20,8 +20,6 @@ import warnings
 
 import torch
 
-from ..training import models
-
 F64 = torch.float64
 # Pairs bincounted at once in joint_signature: bounds the index tensor to ~128 MiB.
 _PAIR_CHUNK = 1 << 24
@@ -61,9 +59,10 @@ def _rows(rows, V: int, device) -> torch.Tensor:
 
 def token_counts(X, V: int) -> torch.Tensor:
     r"""Count matrix :math:`C_{ns} = c_s(X_n)`, shape ``(N, V)``, in float64, from validated
-    token ids (the counting itself is :func:`lib.training.models.token_counts`)."""
+    token ids (a model counts the same way: :func:`lib.training.layers.token_counts`)."""
     X, _ = _data(X, None, V)
-    return models.token_counts(X, V, F64)
+    C = torch.zeros((*X.shape[:-1], V), dtype=F64, device=X.device)
+    return C.scatter_add_(-1, X, torch.ones(X.shape, dtype=F64, device=X.device))
 
 
 def token_rate(X, V: int) -> torch.Tensor:

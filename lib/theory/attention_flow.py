@@ -73,16 +73,16 @@ class _DetachedAttention(Transformer):
         return cls(vocab_size=11, d_model=8, context_len=5, n_out=7)
 
     def forward(self, params, X, return_attention=False):
-        from ..training.models import _lin, embed
+        from ..training.layers import embed, lin
 
         L = X.shape[-1]
         h = embed(params["E"], X) + params["P"][:, None, :L]
         mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
-        q, k, v = _lin(h, params["Q0"]), _lin(h, params["K0"]), _lin(h, params["V0"])
+        q, k, v = lin(h, params["Q0"]), lin(h, params["K0"]), lin(h, params["V0"])
         scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
         A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).detach()
-        h = (h + _lin(torch.matmul(A, v), params["O0"]))[:, :, -1]
-        return _lin(h, params["U"])
+        h = (h + lin(torch.matmul(A, v), params["O0"]))[:, :, -1]
+        return lin(h, params["U"])
 
 
 def attention_qk_path(model: Transformer, params, X, y) -> torch.Tensor:
@@ -95,7 +95,7 @@ def attention_qk_path(model: Transformer, params, X, y) -> torch.Tensor:
 def attention_scores(model: Transformer, params, X) -> torch.Tensor:
     r"""Pre-softmax causal scores :math:`s_{ij}=h_iW_QW_K^\top h_j^\top/\sqrt{d_h}` of the
     single layer, (K, B, L, L) in float64, with the masked entries (j > i) NaN."""
-    from ..training.models import embed
+    from ..training.layers import embed
 
     _check_attention_model(model)
     L = X.shape[-1]

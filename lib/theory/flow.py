@@ -36,7 +36,8 @@ import torch
 from ..data import signatures as sig
 from ..measure import metrics as M
 from ..training.engine import cross_entropy
-from ..training.models import ACTIVATION_TAYLOR, ACTIVATIONS, EmbMLP, embed_sum
+from ..training.layers import ACTIVATION_TAYLOR, ACTIVATIONS, embed_sum
+from ..training.models import EmbMLP
 
 F64 = torch.float64
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..training.models import ACTIVATIONS, EmbMLP, embed_sum
+from ..training.layers import ACTIVATIONS, embed_sum
+from ..training.models import EmbMLP
 from .flow import F64, _w
 
 __all__ = [

@@ -3,7 +3,9 @@
 A module of this layer imports from :mod:`lib.data` and :mod:`lib.env`, never from the
 layers above it (measurement, theory, experiments, the book).
 
-``init`` (the one initialization function), ``models`` (the batched models),
+``init`` (the one initialization function), ``layers`` (what the models are built of:
+embeddings, per-instance linear maps, norms, rotary positions), ``models`` (the batched
+models), ``transformer`` (the decoder-only transformer, its forward pass in named parts),
 ``engine`` (batched training: the loop, its optimizers, losses and callbacks), ``sweep``
 (labelled grids of instances), ``qkov`` (the QK/OV single-query attention models of
 Chapters 7 and 8) and ``embedstruct`` (Chapter 6's constructed embeddings and mixed

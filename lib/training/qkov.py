@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from ..measure import attention
 from .init import ParamSpec
-from .models import token_counts
+from .layers import token_counts
 
 PARAMETERIZATIONS = {
     "FAFO": ("factorized", "factorized"),
