@@ -144,7 +144,7 @@ def test_failed_table_is_empty_with_its_columns_when_everything_converged():
 def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
     """The callbacks read layer 0's attention off a view of the model without its value
     path and MLP: the same numbers as the full forward's, shared (N, L) and (K, N, L) inputs."""
-    from lib.training import models
+    from lib.training import models, transformer
 
     task = ex.parity_task(4, 8, n_perm=5)
     model = ex.attention_model(task.data, 16, 16, qk, ov)
@@ -156,7 +156,7 @@ def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
         cb = ex.attention_callbacks(model, X_in, params0)
         with torch.no_grad():
             row = model.forward(params, X_in, return_attention=True)[1][0][..., -1, :].double()
-            W = ex.qk_product(model, params)
+            W = transformer.qk_product(model, params)
         assert torch.equal(cb["attn"](5, params), row.mean(1))
         assert torch.equal(cb["attn_max"](5, params), row.max(-1).values.mean(1))
         assert torch.equal(cb["attn_dist"](5, params), 0.5 * (row - 1 / 3).abs().sum(-1).mean(1))

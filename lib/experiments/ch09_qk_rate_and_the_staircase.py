@@ -26,6 +26,7 @@ from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, stat
 from ..measure import staircase as st
 from ..training import engine, models
 from ..training.sweep import Sweep
+from ..training.transformer import qk_product
 from . import ChapterConfig
 from . import ch02_context_staircase as ch02
 from . import config as chapter_config
@@ -266,13 +267,6 @@ def attention_model(
         qk=qk,
         ov=ov,
     )
-
-
-def qk_product(model: models.Transformer, params) -> torch.Tensor:
-    """W_QK of layer 0, (K, d, d): the collapsed matrix, or W_Q W_K^T."""
-    if model.qk == "collapsed":
-        return params["QK0"]
-    return params["Q0"] @ params["K0"].transpose(1, 2)
 
 
 def attention_callbacks(model, X, params0) -> dict:
@@ -594,7 +588,6 @@ __all__ = [
     "staircase_config",
     "gate_blind",
     "attention_model",
-    "qk_product",
     "attention_callbacks",
     "rate_sweep",
     "train_rates",

@@ -22,6 +22,7 @@ from ..measure import onsets, staircase_callbacks
 from ..measure import staircase as st
 from ..training import engine, models
 from ..training.sweep import Sweep
+from ..training.transformer import qk_product
 from . import ChapterConfig
 
 CHAPTER = "12_attention_that_learns"
@@ -135,13 +136,6 @@ def model(cfg: Config, data, qk: str = "factorized") -> models.Transformer:
 def qk_names(mdl: models.Transformer) -> tuple[str, ...]:
     """The query-key weights of layer 0."""
     return ("QK0",) if mdl.qk == "collapsed" else ("Q0", "K0")
-
-
-def qk_product(mdl: models.Transformer, params) -> torch.Tensor:
-    """W_QK of layer 0, (K, d, d): the collapsed matrix, or W_Q W_K^T."""
-    if mdl.qk == "collapsed":
-        return params["QK0"]
-    return params["Q0"] @ params["K0"].transpose(1, 2)
 
 
 def readout_row(mdl, params, X) -> torch.Tensor:
