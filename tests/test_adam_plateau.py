@@ -164,9 +164,9 @@ def test_run_probe_logs_every_step_and_selects_arms():
 def test_adam_clock_is_the_step_after_a_burst():
     """After a burst of gradients that then stops, Adam's 1/sqrt(v_hat) is phi(t)/sqrt(G),
     on the engine's own Adam step; a burst that does not stop breaks the law (control)."""
-    from lib.training.engine import _adam_step, _Hyper
+    from lib.training.optimizers import Hyper, adam_step
 
-    h = _Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
+    h = Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
     t_p, T = 40, 300
     burst = torch.linspace(0.5, 2.0, t_p, dtype=torch.float64)
 
@@ -174,7 +174,7 @@ def test_adam_clock_is_the_step_after_a_burst():
         p, st, out = torch.zeros(2, dtype=torch.float64), {}, []
         for t in range(1, T + 1):
             g = burst[t - 1] if t <= t_p else torch.tensor(tail, dtype=torch.float64)
-            _adam_step(p, g.expand(2).clone(), st, 1e-3, t, h)
+            adam_step(p, g.expand(2).clone(), st, 1e-3, t, h)
             out.append(float((1 - 0.999**t) ** 0.5 / st["v"][0].sqrt()))
         return np.array(out)
 

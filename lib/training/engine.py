@@ -7,7 +7,7 @@ QK/OV chapter needs (eta_QK != eta_OV, varying across instances).
 
 The loss is the sum over instances of each instance's mean loss, so the gradient
 of instance k's weights is exactly that instance's own gradient: instances never
-interact. Optimizers are written out (GD, SGD with momentum, Adam, AdamW) because
+interact. The optimizers are written out (:mod:`lib.training.optimizers`) because
 torch.optim takes one scalar learning rate per parameter group, not one per instance.
 """
 
@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from ..env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
 from .init import per_instance
+from .optimizers import OPTIMIZERS, STEP, Hyper, clip_per_instance, per_instance_view
 
-OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 BAR_DELAY_S = 3.0  # seconds a training run lasts before its progress bar appears
 
 
@@ -145,10 +145,6 @@ def cached_callbacks(
     return {n: field(n) for n in names}
 
 
-def _bcast(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    return t.view(-1, *([1] * (p.dim() - 1)))
-
-
 def _check_finite(step: int, params: Mapping[str, torch.Tensor], loss: torch.Tensor | None) -> None:
     """Raise TrainingDivergedError naming the first non-finite instance and parameter."""
     ok = [p.detach().flatten(1).isfinite().all(1) for p in params.values()]
@@ -191,52 +187,6 @@ def _batch_stream(data, optimizer: str, batch_size: int | None, seed: int) -> Ca
         return Xb, yb
 
     return next_batch
-
-
-def _clip_per_instance(grads: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
-    """Scale each instance's gradient so that its global norm is at most ``clip``."""
-    gnorm = torch.sqrt(sum(grad.flatten(1).pow(2).sum(1) for grad in grads))
-    scale = torch.clamp(clip / (gnorm + 1e-12), max=1.0)
-    return [grad * _bcast(scale, grad) for grad in grads]
-
-
-@dataclass(frozen=True)
-class _Hyper:
-    momentum: float
-    betas: tuple[float, float]
-    eps: float
-    weight_decay: float
-    decoupled: bool  # AdamW: decay the weights, not the gradient
-
-
-def _sgd_step(p, grad, st: dict, eta, t: int, h: _Hyper) -> None:
-    """Plain (or heavy-ball momentum) SGD, L2 weight decay in the gradient."""
-    if h.weight_decay:
-        grad = grad + h.weight_decay * p
-    if h.momentum:
-        buf = st.get("m")
-        buf = grad.clone() if buf is None else buf.mul_(h.momentum).add_(grad)
-        st["m"], grad = buf, buf
-    p.sub_(eta * grad)
-
-
-def _adam_step(p, grad, st: dict, eta, t: int, h: _Hyper) -> None:
-    """Adam (L2 decay in the gradient) or AdamW (decoupled decay), bias-corrected."""
-    b1, b2 = h.betas
-    if not h.decoupled and h.weight_decay:
-        grad = grad + h.weight_decay * p
-    if "m" not in st:
-        st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
-    st["m"].mul_(b1).add_(grad, alpha=1 - b1)
-    st["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-    if h.decoupled and h.weight_decay:
-        p.mul_(1 - eta * h.weight_decay)
-    # p -= eta * mhat / (sqrt(vhat) + eps), in as few passes as possible
-    denom = st["v"].sqrt().div_((1 - b2**t) ** 0.5).add_(h.eps)
-    p.addcdiv_(st["m"] * (eta / (1 - b1**t)), denom, value=-1.0)
-
-
-_STEP = {"gd": _sgd_step, "sgd": _sgd_step, "adam": _adam_step, "adamw": _adam_step}
 
 
 class _Log:
@@ -322,11 +272,47 @@ def train(
     ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape; and at every one in a
     run logged at every step, a probe whose analysis reads its history by step), and the
     seconds per step and per log are recorded (:func:`lib.env.smoke_record`).
+
+    The loop is :func:`_run`; before it, :func:`_check_args` refuses a bad call and
+    :func:`_learning_rates` gives each trained weight its per-instance rate, and after it
+    :func:`_record_smoke` records a smoke run's times.
     """
+    _check_args(optimizer, steps)
+    trained, lr_of, freeze_at = _learning_rates(model, params, lr, group_lr, frozen, freeze_at)
+    state = {} if opt_state is None else opt_state
+    for n in trained:
+        state.setdefault(n, {})
+    hyper = Hyper(momentum, betas, eps, weight_decay, decoupled=optimizer == "adamw")
+    update = _Update(trained, state, lr_of, freeze_at, STEP[optimizer], hyper, clip, steps)
+    next_batch = _batch_stream(data, optimizer, batch_size, seed)
+    log = _Log(steps, log_at, callbacks)
+    timed = smoke()
+    cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
+    n_logs = len(log.at)
+    # The first logs and the last, the rest estimated; a run logged at every step (a probe,
+    # whose analysis reads its history by step) keeps every log.
+    if timed and not smoke_all_logs() and len(log.at) < steps + 1:
+        at = sorted(log.at)
+        log.at = set(at[:SMOKE_LOGS] + at[-1:])
+    t_run = time.perf_counter()
+    step_s, log_s = _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule,
+                         timed, desc)  # fmt: skip
+    _check_finite(steps, params, None)
+    if timed:
+        _record_smoke(model, params, desc, steps, cut, step_s, n_logs, log, log_s, t_run)
+    return log.history()
+
+
+def _check_args(optimizer: str, steps: int) -> None:
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {OPTIMIZERS}")
     if steps < 0:
         raise ConfigError(f"steps must be >= 0, got {steps}")
+
+
+def _learning_rates(model, params, lr, group_lr, frozen, freeze_at):
+    """The trained weights, each one's per-instance learning rate shaped to broadcast over
+    it (``group_lr`` of its group, else ``lr``), and the checked ``freeze_at``."""
     specs = model.specs()
     unknown = set(params) - set(specs)
     if unknown:
@@ -354,24 +340,41 @@ def train(
             )
         if not (isinstance(at, int) and at >= 0):
             raise ConfigError(f"freeze_at[{name!r}] must be a step >= 0, got {at!r}")
-    lr_of = {n: _bcast(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
-    state = {} if opt_state is None else opt_state
-    for n in trained:
-        state.setdefault(n, {})
-    hyper = _Hyper(momentum, betas, eps, weight_decay, decoupled=optimizer == "adamw")
-    step_fn = _STEP[optimizer]
-    next_batch = _batch_stream(data, optimizer, batch_size, seed)
-    log = _Log(steps, log_at, callbacks)
-    timed = smoke()
-    cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
-    n_logs = len(log.at)
-    # The first logs and the last, the rest estimated; a run logged at every step (a probe,
-    # whose analysis reads its history by step) keeps every log.
-    if timed and not smoke_all_logs() and len(log.at) < steps + 1:
-        at = sorted(log.at)
-        log.at = set(at[:SMOKE_LOGS] + at[-1:])
-    step_s, log_s, t_run = [], 0.0, time.perf_counter()
+    lr_of = {n: per_instance_view(lrs.get(specs[n].group, base_lr), p) for n, p in trained.items()}
+    return trained, lr_of, freeze_at
 
+
+@dataclass
+class _Update:
+    """One optimizer step of every trained weight, from the loss of every instance."""
+
+    trained: dict
+    state: dict
+    lr_of: dict
+    freeze_at: dict
+    step_fn: Callable
+    hyper: Hyper
+    clip: float | None
+    steps: int
+
+    def __call__(self, loss: torch.Tensor, step: int, mult: float) -> None:
+        grads = list(torch.autograd.grad(loss.sum(), list(self.trained.values())))
+        with torch.no_grad():
+            if self.clip is not None:
+                grads = clip_per_instance(grads, self.clip)
+            for (name, p), grad in zip(self.trained.items(), grads, strict=True):
+                if step >= self.freeze_at.get(name, self.steps + 1):
+                    continue
+                self.step_fn(
+                    p, grad, self.state[name], self.lr_of[name] * mult, step + 1, self.hyper
+                )
+
+
+def _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule, timed, desc):
+    """The loop: at every step the loss, a finiteness check and the logs where they fall,
+    then (before ``cut``) an update. Returns the seconds of each timed step and of the logs.
+    """
+    step_s, log_s = [], 0.0
     # A bar only where a person watches one long run: never under BOOK_QUIET (the build, the
     # tests, the benchmark's many short runs), and only once a run has lasted BAR_DELAY_S.
     bar = tqdm(
@@ -399,34 +402,28 @@ def train(
                 break
             if step >= cut:
                 continue
-            grads = list(torch.autograd.grad(loss.sum(), list(trained.values())))
-            mult = 1.0 if schedule is None else float(schedule(step))
-            with torch.no_grad():
-                if clip is not None:
-                    grads = _clip_per_instance(grads, clip)
-                for (name, p), grad in zip(trained.items(), grads, strict=True):
-                    if step >= freeze_at.get(name, steps + 1):
-                        continue
-                    step_fn(p, grad, state[name], lr_of[name] * mult, step + 1, hyper)
+            update(loss, step, 1.0 if schedule is None else float(schedule(step)))
             if timed:
                 step_s.append(time.perf_counter() - t0)
             bar.update(1)
     finally:
         bar.close()
-    _check_finite(steps, params, None)
-    if timed:
-        smoke_record(
-            dict(
-                desc=desc,
-                model=type(model).__name__,
-                K=K,
-                steps=steps,
-                run_steps=cut,
-                step_s=step_s,
-                n_logs=n_logs,
-                n_logs_run=len(log.at),
-                log_s=log_s,
-                wall_s=time.perf_counter() - t_run,
-            )
+    return step_s, log_s
+
+
+def _record_smoke(model, params, desc, steps, cut, step_s, n_logs, log, log_s, t_run) -> None:
+    """A smoke run's seconds per step and per log (:func:`lib.env.smoke_record`)."""
+    smoke_record(
+        dict(
+            desc=desc,
+            model=type(model).__name__,
+            K=next(iter(params.values())).shape[0],
+            steps=steps,
+            run_steps=cut,
+            step_s=step_s,
+            n_logs=n_logs,
+            n_logs_run=len(log.at),
+            log_s=log_s,
+            wall_s=time.perf_counter() - t_run,
         )
-    return log.history()
+    )
