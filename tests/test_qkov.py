@@ -16,7 +16,7 @@ from lib.experiments import qkov_official as official
 from lib.experiments import qkov_readings as readings
 from lib.experiments import qkov_training as training
 from lib.measure import matched_loss
-from lib.theory import reduced
+from lib.theory import qkov_flow, reduced
 from lib.training import engine, qkov
 from lib.training.init import init_params
 
@@ -76,11 +76,11 @@ def test_balancedness_is_conserved_to_second_order_in_the_step():
     b = _batch(n=64)
     loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
     grads = torch.autograd.grad(loss, list(p.values()))
-    D0 = qkov.balancedness(model, p)
+    D0 = qkov_flow.balancedness(model, p)
     drift = []
     for eta in (1e-2, 1e-3):
         q = {n: (w - eta * g).detach() for (n, w), g in zip(p.items(), grads, strict=True)}
-        D1 = qkov.balancedness(model, q)
+        D1 = qkov_flow.balancedness(model, q)
         drift.append(max(float((D1[c] - D0[c]).detach().norm()) for c in ("qk", "ov")))
     assert drift[1] < drift[0] / 50  # quadratic, not linear, in eta
 
@@ -96,7 +96,7 @@ def test_collapsed_flow_is_the_first_order_step_of_the_product():
     ref = qkov.SingleQueryAttention.named("CACO")
     loss_c = torch.nn.functional.cross_entropy(ref.forward(W, b.X)[0], b.y)
     g_qk, g_ov = torch.autograd.grad(loss_c, [W["W_QK"], W["W_OV"]])
-    v_qk, v_ov = qkov.collapsed_flow(model, p, g_qk, g_ov)
+    v_qk, v_ov = qkov_flow.collapsed_flow(model, p, g_qk, g_ov)
     loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
     grads = torch.autograd.grad(loss, list(p.values()))
     eta = 1e-5

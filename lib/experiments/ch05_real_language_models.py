@@ -19,10 +19,11 @@ import torch
 
 from ..book import page
 from ..book.style import COLORS, band
-from ..data import corpora
+from ..data import chains, corpora, tokenizers, windows
 from ..data import signatures as sig
 from ..measure import lm, onsets
 from ..measure import metrics as M
+from ..theory import flow
 from ..training import engine
 from ..training.init import perturb
 from ..training.models import Transformer, build
@@ -213,13 +214,13 @@ def train_halves(corpus: corpora.Corpus) -> tuple[str, str]:
 
 def targets(stream, V: int, tracked, L: int | None = None) -> dict:
     """The targets of the tracked tokens, centred: the embedding's (next token, the skip-2
-    residual beyond the bigram chain, :func:`lib.data.signatures.residual_skip_signature`, and the
-    skip-3 residual beyond the trigram chain, :func:`lib.data.signatures.residual_beyond_chain`)
+    residual beyond the bigram chain, :func:`lib.data.chains.residual_skip_signature`, and the
+    skip-3 residual beyond the trigram chain, :func:`lib.data.chains.residual_beyond_chain`)
     and the unembedding's (``previous``)."""
     phi = {
         "next": sig.next_token_signature(stream, V, rows=tracked),
-        "res_skip2": sig.residual_skip_signature(stream, V, 2, rows=tracked),
-        "res_skip3": sig.residual_beyond_chain(stream, V, 3, rows=tracked),
+        "res_skip2": chains.residual_skip_signature(stream, V, 2, rows=tracked),
+        "res_skip3": chains.residual_beyond_chain(stream, V, 3, rows=tracked),
         "previous": sig.previous_token_signature(stream, V, rows=tracked),
     }
     return {n: sig.centre(p) for n, p in phi.items()}
@@ -266,9 +267,9 @@ def corpus_data(cfg: Config, device) -> dict[Run, dict]:
         c = LOADERS[corpus]()
         text = corpora.split_by_document(c)[0]
         tok = (
-            corpora.CharTokenizer(c.text)
+            tokenizers.CharTokenizer(c.text)
             if kind == "char"
-            else corpora.train_bpe(text, cfg.bpe_vocab)
+            else tokenizers.train_bpe(text, cfg.bpe_vocab)
         )
         V = tok.vocab_size
         streams = {"text": tok.encode(text).to(device)}
@@ -277,7 +278,7 @@ def corpus_data(cfg: Config, device) -> dict[Run, dict]:
             streams["text"], halves, V, cfg.top_char if kind == "char" else cfg.top_bpe
         )
         for order in cfg.markov_orders if n_run == 0 else (1,):
-            streams[f"markov{order}"] = sig.markov_stream(
+            streams[f"markov{order}"] = chains.markov_stream(
                 streams["text"], V, order, len(streams["text"]), cfg.control_seed,
                 n_chains=cfg.control_chains,
             )  # fmt: skip
@@ -379,7 +380,7 @@ def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=
                 p[copies] = noisy[n][copies].detach()
     sources = list(dict.fromkeys(inst["source"]))
     stream = torch.stack([D["streams"][s] for s in sources])
-    data = lm.window_sampler(
+    data = windows.window_sampler(
         stream,
         cfg.context_len,
         cfg.batch_size,
@@ -431,16 +432,16 @@ def read_run(cfg: Config, D: dict, run: dict) -> dict:
 def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
     """Per instance, the cosine between the step-0 gradient of W^E (autograd, the full
     decoder, the first batch of the real text) and its order-0 term
-    :func:`lib.measure.lm.residual_path_gradient`."""
+    :func:`lib.theory.flow.residual_path_gradient`."""
     model = decoder(cfg, D["V"])
     params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
-    X, y = lm.window_sampler(
+    X, y = windows.window_sampler(
         D["streams"]["text"], cfg.context_len, cfg.batch_size, inst["seed"], device=device
     )(0)
     (grad,) = torch.autograd.grad(
         engine.cross_entropy(model.forward(params, X), y).sum(), params["E"]
     )
-    G0 = lm.residual_path_gradient(params["E"].detach(), params["U"].detach(), X, y)
+    G0 = flow.residual_path_gradient(params["E"].detach(), params["U"].detach(), X, y)
     return M.field_cosine(grad, G0).cpu().numpy()
 
 

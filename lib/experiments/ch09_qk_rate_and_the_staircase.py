@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..data import signatures as sig
-from ..data import tasks
+from ..data import tasks, windows
 from ..env import ConfigError
 from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
 from ..measure import staircase as st
@@ -505,9 +505,9 @@ def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
 def shakespeare_stream(cfg: Config, device):
     """Training characters of Shakespeare (whole plays held out), the tokenizer, the tracked
     characters (the most frequent) and their centred next-token and skip-k signatures."""
-    from ..data import corpora
+    from ..data import corpora, tokenizers
 
-    split = corpora.char_split(corpora.load_shakespeare())
+    split = tokenizers.char_split(corpora.load_shakespeare())
     tok, stream = split.tokenizer, split.train
     counts = torch.bincount(stream, minlength=tok.vocab_size)
     tracked = torch.argsort(counts, descending=True)[: cfg.shk_top].tolist()
@@ -540,7 +540,7 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     )
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     # A fixed probe batch of training windows (its own seed) on which attention is read.
-    probe = lm.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
+    probe = windows.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
     X_probe = probe(0)[0][0]
     # the embedding's similarities only: the chapter reads no unembedding geometry
     callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
@@ -550,7 +550,7 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     h = engine.train(
         model,
         params,
-        lm.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
+        windows.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
         cfg.shk_steps,
         optimizer="adam",
         lr=cfg.shk_lr,

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..measure import matched_loss
-from ..training import engine, qkov
+from ..measure import attention, matched_loss
+from ..theory import qkov_flow
+from ..training import engine
 from . import qkov_official as official
 from .qkov_training import snapshots
 
@@ -32,7 +33,7 @@ def stats_over_training(history, model, batch) -> dict[str, np.ndarray]:
     X, y, _, dm = batch
     out: dict[str, list] = {}
     for i in range(len(history.steps)):
-        st = qkov.attention_stats(model, snapshots(history, model, i, X.device), X, y, dm)
+        st = attention.attention_stats(model, snapshots(history, model, i, X.device), X, y, dm)
         for key, v in st.items():
             v = v.cpu()
             out.setdefault(key, []).append(v.numpy() if v.dim() == 1 else v.mean(-1).numpy())
@@ -205,11 +206,11 @@ def unbalanced_fraction_callback(p0):
 
 def project_run(model, history, device) -> tuple[np.ndarray, np.ndarray]:
     """(mu_qk, mu_ov), each (n_logs, K): every logged CACO weight projected onto the
-    symmetric ansatz (:func:`lib.training.qkov.symmetric_projection`)."""
+    symmetric ansatz (:func:`lib.theory.qkov_flow.symmetric_projection`)."""
     mu_qk, mu_ov = [], []
     for i in range(len(history.steps)):
         p = snapshots(history, model, i, device)
-        a, o = qkov.symmetric_projection(p["W_QK"], p["W_OV"], model.scale)
+        a, o = qkov_flow.symmetric_projection(p["W_QK"], p["W_OV"], model.scale)
         mu_qk.append(a)
         mu_ov.append(o)
     return np.array(mu_qk), np.array(mu_ov)

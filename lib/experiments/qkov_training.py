@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..data import corpora, tasks
-from ..measure import lm
+from ..data import corpora, tasks, tokenizers, windows
 from ..training import engine, qkov
 from ..training.init import init_params
 
@@ -78,11 +77,11 @@ def train_scan_snap(
 
 
 def shakespeare_data(cfg: ch08.Config, device):
-    """The Shakespeare corpus split by whole plays (:func:`lib.data.corpora.char_split`) and the
+    """The Shakespeare corpus split by whole plays (:func:`lib.data.tokenizers.char_split`) and the
     fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
     ``cfg.shk_val_n`` validation windows of ``cfg.shk_context`` characters."""
-    split = corpora.char_split(corpora.load_shakespeare())
-    sampler = lm.window_sampler(
+    split = tokenizers.char_split(corpora.load_shakespeare())
+    sampler = windows.window_sampler(
         split.val, cfg.shk_context, cfg.shk_val_n, [cfg.shk_val_seed], device=device
     )
     Xv, yv = (t[0] for t in sampler(0))

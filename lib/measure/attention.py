@@ -14,12 +14,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..training.qkov import SingleQueryAttention
+
 __all__ = [
     "attention_entropy",
     "readout_attention_entropy",
     "attention_distance",
     "attention_spread_callbacks",
     "faithfulness",
+    "attention_stats",
 ]
 
 
@@ -100,3 +103,34 @@ def attention_spread_callbacks(model, X) -> dict:
         return 0.5 * (A - 1.0 / A.shape[-1]).abs().sum(-1).mean(-1)
 
     return {"attn_tv": tv}
+
+
+@torch.no_grad()
+def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) -> dict:
+    """Per-sample attention metrics on a held-out batch (Chapter 7 Section 1), each (K, B)
+    (loss (K,)); ``distinct`` and ``separability`` are the official code's metrics.
+
+    ``distinct``: attention mass on distinct tokens; ``p_true``: softmax probability of the
+    right next token; ``entropy``: -sum_t a_t log a_t over positions; ``separability``:
+    max over distinct positions of a_t minus min over the other positions; ``query_copy``:
+    attention mass on the positions that hold the query token.
+    """
+    z, a = model.forward(params, X, return_attention=True)
+    logp = torch.log_softmax(z, -1)
+    yk = y.expand(z.shape[0], *y.shape)
+    lp_true = torch.gather(logp, -1, yk[..., None])[..., 0]
+    dm = distinct_mask.expand_as(a)
+    distinct = (a * dm).sum(-1)
+    ent = attention_entropy(a)
+    sep = a.masked_fill(~dm, -1.0).amax(-1) - a.masked_fill(dm, 2.0).amin(-1)
+    # Attention on copies of the query token (itself included): a shortcut, since the
+    # query's identity alone gives the class (attending to "my own token" is class-specific).
+    copy = (a * (X == X[..., -1:]).expand_as(a)).sum(-1)
+    return {
+        "loss": -lp_true.mean(-1),
+        "distinct": distinct,
+        "p_true": lp_true.exp(),
+        "entropy": ent,
+        "separability": sep,
+        "query_copy": copy,
+    }

@@ -1,4 +1,4 @@
-r"""Language-model training on a token stream, and the alignment of its embeddings over training.
+r"""A language model's embeddings against its signatures, over training.
 
 Chapter 5 trains a small decoder (:class:`lib.training.models.Transformer` with ``readout="all"``)
 on real text and asks *when* its token embeddings :math:`W^E` line up with each
@@ -7,16 +7,16 @@ language-model signature (:mod:`lib.data.signatures`): the next-token signature
 window signature :math:`\bar\phi^W`; and its unembedding :math:`W^U` with the
 previous-token signature :math:`\varphi^{\rm pre}`.
 
-* :func:`lm_signatures` counts the centred signatures of a set of tracked tokens.
-* :func:`window_sampler` streams random windows of a token stream, one batch per
-  instance, as a function of the step alone (so a run is reproducible however it is
-  resumed).
 * :func:`similarity_callbacks` logs, during training, the cosine-similarity matrices of
   the increments :math:`W(t)-W(0)` (mean row removed) on a set of tracked tokens.
 * :func:`alignment_curves` turns those logged matrices into :math:`R_{\cos}`, partial
   :math:`R_{\cos}` and a permutation null, all vectorized over steps and instances.
 * :func:`signature_agreement` is the same :math:`R_{\cos}` between two signatures, and
   :func:`split_half` its split-half ceiling (a target estimated on two halves of a corpus).
+
+The targets themselves are counted by :mod:`lib.data.signatures` and
+:mod:`lib.data.chains` (:func:`lib.data.chains.lm_signatures`), and the windows a model
+trains on are :mod:`lib.data.windows`.
 """
 
 from __future__ import annotations
@@ -26,121 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..data import signatures as sig
 from . import metrics as M
 
 F64 = torch.float64
-
-
-def lm_signatures(
-    stream,
-    V: int,
-    tracked: Sequence[int],
-    context_len: int,
-    skip_offsets: Sequence[int] = (2, 3, 4),
-    residual: bool = False,
-    window: bool = True,
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    r"""The centred language-model signatures of the ``tracked`` tokens of a token stream.
-
-    Returns ``(phi, pre)``: ``phi`` maps ``"next"``, ``"skip{k}"`` for each ``k`` in
-    ``skip_offsets`` and ``"window"`` (the causal window signature of a context of
-    ``context_len``) to the rows of the tracked tokens, the targets of the embedding;
-    ``pre`` maps ``"previous"`` to :math:`\varphi^{\rm pre}`, the target of the
-    unembedding. Every row is centred on the uniform distribution (:func:`lib.data.signatures.centre`).
-
-    With ``residual=True``, ``phi`` also has ``"res_skip{k}"`` for each ``k`` in
-    ``skip_offsets`` and ``"res_window"``: the same signatures minus what the stream's
-    first-order chain predicts for them, :math:`\phi^{(k)} - \hat P^k`
-    (:func:`lib.data.signatures.residual_skip_signature`,
-    :func:`lib.data.signatures.residual_window_signature`), the part a second stair has to
-    learn beyond chaining next-token predictions. Their rows sum to zero, so the uniform
-    centring leaves them unchanged; :func:`alignment_curves` removes the mean row anyway.
-    ``window=False`` leaves out the window signatures (``context_len`` skip signatures
-    each, the slow part on a long stream).
-    """
-    phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
-    for k in skip_offsets:
-        phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
-    if window:
-        phi["window"] = sig.window_signature(stream, V, context_len, rows=tracked)
-    if residual:
-        for k in skip_offsets:
-            markov = sig.markov_prediction(stream, V, k, rows=tracked)
-            phi[f"res_skip{k}"] = phi[f"skip{k}"] - markov
-        if window:
-            markov = sig.markov_window_prediction(stream, V, context_len, rows=tracked)
-            phi["res_window"] = phi["window"] - markov
-    pre = {"previous": sig.previous_token_signature(stream, V, rows=tracked)}
-    return {n: sig.centre(p) for n, p in phi.items()}, {n: sig.centre(p) for n, p in pre.items()}
-
-
-def window_sampler(
-    stream: torch.Tensor,
-    context_len: int,
-    batch_size: int,
-    seeds: Sequence[int] | int,
-    device: torch.device | str = "cpu",
-    stream_of: Sequence[int] | None = None,
-) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
-    """``data(step) -> (X, y)`` of random windows of ``stream`` for :func:`lib.training.engine.train`.
-
-    ``X`` is ``(K, batch_size, context_len)`` and ``y`` the same windows shifted by one
-    token (next-token targets), with ``K = len(seeds)``. Instance ``k``'s batch at
-    ``step`` depends only on ``(seeds[k], step)``: each draw uses a generator seeded with
-    ``hash((seed, step))``, so instances that share a seed see the same data (e.g. a small
-    and a standard initialization of the same seed), and a batched run equals the same
-    instances run one by one.
-
-    With ``stream_of``, ``stream`` is ``(S, N)``, ``S`` streams of one length (a corpus and
-    the Markov chains fitted to it), and instance ``k`` draws its windows from stream
-    ``stream_of[k]``, at the same starts as any instance of the same seed: so a real-text
-    model and its controls train in one batched run.
-    """
-    stream = torch.as_tensor(stream, dtype=torch.long)
-    seeds = [seeds] if isinstance(seeds, int) else [int(s) for s in seeds]
-    if stream_of is None:
-        stream = stream.reshape(1, -1)
-        stream_of = [0] * len(seeds)
-    elif stream.dim() != 2 or len(stream_of) != len(seeds):
-        raise ValueError(
-            f"stream_of needs a (S, N) stream and one index per seed; got {tuple(stream.shape)} "
-            f"and {len(stream_of)} indices for {len(seeds)} seeds"
-        )
-    elif not all(0 <= int(i) < stream.shape[0] for i in stream_of):
-        raise ValueError(f"stream_of has an index outside [0, {stream.shape[0]})")
-    if not seeds:
-        raise ValueError("window_sampler needs at least one seed")
-    if context_len < 1 or batch_size < 1:
-        raise ValueError(f"need context_len, batch_size >= 1, got {context_len}, {batch_size}")
-    n_starts = stream.shape[1] - context_len
-    if n_starts < 1:
-        raise ValueError(
-            f"a stream of {stream.shape[1]} tokens is too short for windows of {context_len} + 1"
-        )
-    offsets = torch.arange(context_len + 1)
-    stream_dev = stream.to(device)
-    which = torch.as_tensor([int(i) for i in stream_of], device=device)[:, None, None]
-
-    def data(step: int):
-        starts = torch.stack(
-            [
-                torch.randint(
-                    0,
-                    n_starts,
-                    (batch_size,),
-                    generator=torch.Generator().manual_seed(
-                        int(np.random.SeedSequence([s, int(step)]).generate_state(1)[0])
-                    ),
-                )
-                for s in seeds
-            ]
-        )
-        idx = (starts[..., None] + offsets).to(device)  # (K, B, L+1)
-        win = stream_dev[which, idx]
-        return win[..., :-1], win[..., 1:]
-
-    return data
 
 
 def increment_similarity(W: torch.Tensor, W0: torch.Tensor, tokens: Sequence[int]) -> torch.Tensor:
@@ -404,53 +292,7 @@ def split_half(stream_a, stream_b, V: int, tracked: Sequence[int], fn: Callable)
     return signature_agreement(phi_a, phi_b)
 
 
-def residual_path_gradient(
-    E: torch.Tensor, U: torch.Tensor, X: torch.Tensor, y: torch.Tensor, eps: float = 1e-6
-) -> torch.Tensor:
-    r"""The order-0 (residual-path) term of the embedding gradient of a pre-RMSNorm decoder.
-
-    With every block's output dropped (what small initialization makes of them at first),
-    the decoder is :math:`\ell_t = n(E_{x_t})\,U` with :math:`n(h)=h/r(h)`,
-    :math:`r(h)=\sqrt{\overline{h^2}+\epsilon}`, and the gradient of its mean
-    cross-entropy over the :math:`N` predicted positions is, row by row,
-
-    .. math:: G^{(0)}_s = \frac{1}{N\,r_s}\Big(g_s - \frac{n_s\,(n_s\cdot g_s)}{d}\Big),
-              \qquad g_s = U\big(c_s\,p_s - C_{s\cdot}\big),
-
-    with :math:`n_s = n(E_s)`, :math:`p_s=\mathrm{softmax}(n_sU)`, :math:`c_s` the count of
-    token :math:`s` among the inputs and :math:`C_{s\nu}` the count of the pair
-    (input :math:`s`, target :math:`\nu`): the batch's next-token signature of :math:`s`
-    times :math:`c_s`, pushed through :math:`U` and the norm's projection. It moves every
-    embedding along its next-token signature through one shared matrix.
-
-    ``E`` is ``(K, V, d)``, ``U`` ``(K, d, V_out)``; ``X`` and ``y`` (targets) are
-    ``(B, L)`` or ``(K, B, L)``. Returns ``(K, V, d)`` in ``E``'s dtype (tested against
-    autograd of that model).
-    """
-    K, V, d = E.shape
-    if X.shape != y.shape or X.dim() not in (2, 3):
-        raise ValueError(
-            f"X and y must both be (B, L) or (K, B, L); got {tuple(X.shape)} and {tuple(y.shape)}"
-        )
-    Xk = X.expand(K, *X.shape) if X.dim() == 2 else X
-    yk = y.expand(K, *y.shape) if y.dim() == 2 else y
-    Vo = U.shape[-1]
-    N = Xk[0].numel()
-    pair = Xk.reshape(K, -1) * Vo + yk.reshape(K, -1)
-    C = torch.zeros(K, V * Vo, dtype=E.dtype, device=E.device)
-    C.scatter_add_(1, pair, torch.ones(pair.shape, dtype=E.dtype, device=E.device))
-    C = C.view(K, V, Vo)
-    r = torch.sqrt((E * E).mean(-1, keepdim=True) + eps)
-    n = E / r
-    p = torch.softmax(torch.bmm(n, U), -1)
-    drive = torch.bmm(C.sum(-1, keepdim=True) * p - C, U.transpose(1, 2))  # (K, V, d)
-    return (drive - n * (n * drive).sum(-1, keepdim=True) / d) / (N * r)
-
-
 __all__ = [
-    "residual_path_gradient",
-    "lm_signatures",
-    "window_sampler",
     "increment_similarity",
     "similarity_callbacks",
     "alignment_curves",

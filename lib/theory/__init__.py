@@ -6,7 +6,7 @@ experiments or the book.
 
 ``flow`` (the gradient-flow expansion of the Emb-MLP, and the linear model),
 ``attention_flow`` (the same for one-layer attention), ``saddle`` (the escape of a pair of
-tokens from a symmetric saddle), ``reduced`` (the reduced two-scalar QK/OV
-theory), ``order`` (what sets the order: context order against signal strength) and
+tokens from a symmetric saddle), ``qkov_flow`` (the gradient flow of factorized QK/OV circuits), ``reduced`` (the
+reduced two-scalar QK/OV theory), ``order`` (what sets the order: context order against signal strength) and
 ``adam_plateau`` (the bit-1 plateau under Adam).
 """

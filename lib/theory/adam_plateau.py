@@ -1,4 +1,4 @@
-r"""The length of the bit-1 plateau under Adam: the gamma law of Chapter 11.
+r"""How long the bit-1 plateau lasts under Adam (Chapter 11): symmetry, contrast, a law in gamma.
 
 **The hidden symmetry.** On the two-stair gated-parity-bit task
 (:func:`lib.data.tasks.gated_parity_bits`), the map :math:`\sigma` that swaps the two gates
@@ -29,23 +29,23 @@ rate :math:`\Lambda` (:func:`log_rate`) until the sign-bit loss falls below
 :math:`\tfrac12\ln2`, i.e. :math:`D\approx D^*` (:func:`escape_level`).
 :func:`predict_escape` puts the two together; :func:`gradient_flow_escape` is the
 gradient-flow control. Adam's second moment remembers phase 1, so on the plateau its step
-on the bit-1 coordinates grows as :func:`adam_clock`. :func:`run_probe` trains the probes of :func:`probe_callbacks` in one
-batched run, with every step logged. Numbers only; the argument is on the page.
+on the bit-1 coordinates grows as :func:`adam_clock`. :func:`probe_callbacks` logs these
+quantities during a run (the chapter's probe run is
+:func:`lib.experiments.ch11_plateau_length_under_adam.run_probe`). Numbers only; the
+argument is on the page.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..measure import onsets
-from ..training.engine import History, cached_callbacks, train
-from ..training.models import build
+from ..training.engine import cached_callbacks
 
 __all__ = [
     "label_flip",
@@ -55,8 +55,6 @@ __all__ = [
     "xor_contrast",
     "bilinear_contrast",
     "probe_callbacks",
-    "Probe",
-    "run_probe",
     "knee",
     "linear_fit",
     "log_rate",
@@ -192,81 +190,6 @@ def probe_callbacks(
     return cached_callbacks(measure, ("D", "D_lin", "u", "M", "W1", "bit1", "step"))
 
 
-@dataclass
-class Probe:
-    """One batched probe run: its history (every step logged) and each instance's label.
-
-    Attributes:
-        history: the :class:`lib.training.engine.History` of :func:`run_probe`.
-        gamma, seed: ``(K,)`` arrays, the init rate and seed of each instance.
-    """
-
-    history: History
-    gamma: np.ndarray
-    seed: np.ndarray
-
-    def arm(self, gamma: float, name: str, seeds: Sequence[int] | None = None) -> np.ndarray:
-        """``(n_logs, n)``: the metric ``name`` of the instances at ``gamma`` (and, if given,
-        with a seed in ``seeds``), in instance order."""
-        sel = np.isclose(self.gamma, gamma)
-        if seeds is not None:
-            sel &= np.isin(self.seed, list(seeds))
-        if not sel.any():
-            raise KeyError(
-                f"no probed instance at gamma={gamma}, seeds={seeds}; "
-                f"gammas: {sorted(set(self.gamma.tolist()))}"
-            )
-        return self.history[name][:, sel]
-
-
-def run_probe(
-    model,
-    data,
-    layout,
-    gammas: Sequence[float],
-    seeds: Sequence[int],
-    steps: int,
-    anti_scale: float | Sequence[float] = 1.0,
-    dtype: torch.dtype | None = None,
-    **kw,
-) -> Probe:
-    r"""Train one instance per ``(gammas[k], seeds[k])`` pair in one batched run, logging the
-    probes of :func:`probe_callbacks` at every step. Keyword arguments go to
-    :func:`lib.training.engine.train` (``device`` places the weights); the optimizer defaults to Adam.
-
-    ``anti_scale`` (one value, or one per instance) multiplies the :math:`\sigma`-antisymmetric
-    part of each init (:func:`split_sigma`) and keeps its symmetric part: at ``eps`` << 1 the
-    run is the linear response of the bit-blind trajectory, and ``D / eps**2`` its contrast
-    (``D`` is :math:`\sigma`-even, so second order in the antisymmetric part). ``dtype``
-    casts the weights (float64 keeps an ``eps``-sized part above rounding).
-    """
-    if len(gammas) != len(seeds) or not len(seeds):
-        raise ValueError(f"need one gamma per seed, got {len(gammas)} and {len(seeds)}")
-    scale = np.broadcast_to(np.asarray(anti_scale, dtype=float), (len(seeds),)).copy()
-    if not np.all(np.isfinite(scale)) or np.any(scale < 0):
-        raise ValueError(f"anti_scale must be finite and >= 0, got {anti_scale}")
-    device = kw.pop("device", "cpu")
-    kw.setdefault("optimizer", "adam")
-    params = build(model, [int(s) for s in seeds], gamma=[float(x) for x in gammas], device=device)
-    if dtype is not None:
-        params = {k: v.to(dtype) for k, v in params.items()}
-    if np.any(scale != 1.0):
-        sym, anti = split_sigma(params, layout, data.n_labels)
-        per = lambda v: torch.as_tensor(scale, dtype=v.dtype, device=v.device).view(
-            -1, *[1] * (v.dim() - 1)
-        )
-        params = {k: sym[k] + anti[k] * per(v) for k, v in params.items()}
-    state: dict = {}
-    beta2, eps = kw.get("betas", (0.9, 0.999))[1], kw.get("eps", 1e-8)
-    cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2, eps=eps)
-    X, y = data.X.to(device), data.y.to(device)
-    hist = train(
-        model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb,
-        opt_state=state, **kw,
-    )  # fmt: skip
-    return Probe(hist, np.asarray(gammas, dtype=float), np.asarray(seeds, dtype=int))
-
-
 def knee(steps, norm, frac: float = 1 / 3, after: int = 5) -> np.ndarray:
     """Per instance, the first logged step past ``after`` at which a norm's growth per step
     falls below ``frac`` of its largest growth per step: the end of a linear rise.
@@ -396,8 +319,9 @@ def predict_escape(
     return np.where(Dp < d_star, plateau, t_entry * d_star / Dp)
 
 
-def calibrate(probe: Probe, gamma_cal: float, seeds: Sequence[int]) -> tuple[float, float, float]:
-    """The law's constants on a calibration arm of ``probe``: ``(t_p, D_entry, rate)``, the
+def calibrate(probe, gamma_cal: float, seeds: Sequence[int]) -> tuple[float, float, float]:
+    """The law's constants on a calibration arm of ``probe`` (a probe run read by ``arm``,
+    :class:`lib.experiments.ch11_plateau_length_under_adam.Probe`): ``(t_p, D_entry, rate)``, the
     median over its seeds of the knee of ``|W1|`` (:func:`knee`), of ``D`` at that step, and
     of the rate of ``ln D`` from it while ``D < 0.1`` (:func:`log_rate`). No escape enters."""
     steps = probe.history.steps

@@ -296,4 +296,51 @@ __all__ = [
     "linear_mode_onset",
     "psd_sqrt",
     "gram_cos_pairs",
+    "residual_path_gradient",
 ]
+
+
+# ----------------------------------------------------------------------------- decoder
+
+
+def residual_path_gradient(
+    E: torch.Tensor, U: torch.Tensor, X: torch.Tensor, y: torch.Tensor, eps: float = 1e-6
+) -> torch.Tensor:
+    r"""The order-0 (residual-path) term of the embedding gradient of a pre-RMSNorm decoder.
+
+    With every block's output dropped (what small initialization makes of them at first),
+    the decoder is :math:`\ell_t = n(E_{x_t})\,U` with :math:`n(h)=h/r(h)`,
+    :math:`r(h)=\sqrt{\overline{h^2}+\epsilon}`, and the gradient of its mean
+    cross-entropy over the :math:`N` predicted positions is, row by row,
+
+    .. math:: G^{(0)}_s = \frac{1}{N\,r_s}\Big(g_s - \frac{n_s\,(n_s\cdot g_s)}{d}\Big),
+              \qquad g_s = U\big(c_s\,p_s - C_{s\cdot}\big),
+
+    with :math:`n_s = n(E_s)`, :math:`p_s=\mathrm{softmax}(n_sU)`, :math:`c_s` the count of
+    token :math:`s` among the inputs and :math:`C_{s\nu}` the count of the pair
+    (input :math:`s`, target :math:`\nu`): the batch's next-token signature of :math:`s`
+    times :math:`c_s`, pushed through :math:`U` and the norm's projection. It moves every
+    embedding along its next-token signature through one shared matrix.
+
+    ``E`` is ``(K, V, d)``, ``U`` ``(K, d, V_out)``; ``X`` and ``y`` (targets) are
+    ``(B, L)`` or ``(K, B, L)``. Returns ``(K, V, d)`` in ``E``'s dtype (tested against
+    autograd of that model).
+    """
+    K, V, d = E.shape
+    if X.shape != y.shape or X.dim() not in (2, 3):
+        raise ValueError(
+            f"X and y must both be (B, L) or (K, B, L); got {tuple(X.shape)} and {tuple(y.shape)}"
+        )
+    Xk = X.expand(K, *X.shape) if X.dim() == 2 else X
+    yk = y.expand(K, *y.shape) if y.dim() == 2 else y
+    Vo = U.shape[-1]
+    N = Xk[0].numel()
+    pair = Xk.reshape(K, -1) * Vo + yk.reshape(K, -1)
+    C = torch.zeros(K, V * Vo, dtype=E.dtype, device=E.device)
+    C.scatter_add_(1, pair, torch.ones(pair.shape, dtype=E.dtype, device=E.device))
+    C = C.view(K, V, Vo)
+    r = torch.sqrt((E * E).mean(-1, keepdim=True) + eps)
+    n = E / r
+    p = torch.softmax(torch.bmm(n, U), -1)
+    drive = torch.bmm(C.sum(-1, keepdim=True) * p - C, U.transpose(1, 2))  # (K, V, d)
+    return (drive - n * (n * drive).sum(-1, keepdim=True) / d) / (N * r)

@@ -12,11 +12,12 @@ with ``W_QK`` collapsed or ``W_Q^T W_K`` (factorized) and ``W_OV`` collapsed or 
 The paper's names: FA/CA = factorized/collapsed **A**ttention (QK), FO/CO = factorized /
 collapsed **O**utput (OV), so FAFO, FACO, CAFO, CACO.
 
-Here: the model, the official code's inits, its attention metrics, the conserved
-(balancedness) matrices and the collapsed-matrix flow of factorized circuits (Section 2),
-the fixed-attention OV model (the paper's Fig 3, Section 5), the init rate of PyTorch's
-default init, and the projection of collapsed weights onto the reduced theory's two
-scalars (Section 4). The reduced theory itself is :mod:`lib.theory.reduced`; the Scan-and-Snap
+Here: the model, the official code's inits, the fixed-attention OV model (the paper's Fig
+3, Section 5) and the init rate of PyTorch's default init. The official code's attention
+metrics are :func:`lib.measure.attention.attention_stats`; the conserved (balancedness)
+matrices, the collapsed-matrix flow of factorized circuits (Section 2) and the projection
+of collapsed weights onto the reduced theory's two scalars (Section 4) are
+:mod:`lib.theory.qkov_flow`. The reduced theory itself is :mod:`lib.theory.reduced`; the Scan-and-Snap
 data and the agreement grammar are :mod:`lib.data.tasks`; the chapter's runs, what it reads
 from them and the official code's saved outputs are :mod:`lib.experiments.qkov_training`,
 :mod:`lib.experiments.qkov_readings` and :mod:`lib.experiments.qkov_official`.
@@ -30,7 +31,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..measure import attention
 from .init import ParamSpec
 from .layers import token_counts
 
@@ -175,74 +175,6 @@ def code_init_(model: SingleQueryAttention, params) -> None:
         identity_init_(params, list(params))
 
 
-@torch.no_grad()
-def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) -> dict:
-    """Per-sample attention metrics on a held-out batch (Chapter 7 Section 1), each (K, B)
-    (loss (K,)); ``distinct`` and ``separability`` are the official code's metrics.
-
-    ``distinct``: attention mass on distinct tokens; ``p_true``: softmax probability of the
-    right next token; ``entropy``: -sum_t a_t log a_t over positions; ``separability``:
-    max over distinct positions of a_t minus min over the other positions; ``query_copy``:
-    attention mass on the positions that hold the query token.
-    """
-    z, a = model.forward(params, X, return_attention=True)
-    logp = torch.log_softmax(z, -1)
-    yk = y.expand(z.shape[0], *y.shape)
-    lp_true = torch.gather(logp, -1, yk[..., None])[..., 0]
-    dm = distinct_mask.expand_as(a)
-    distinct = (a * dm).sum(-1)
-    ent = attention.attention_entropy(a)
-    sep = a.masked_fill(~dm, -1.0).amax(-1) - a.masked_fill(dm, 2.0).amin(-1)
-    # Attention on copies of the query token (itself included): a shortcut, since the
-    # query's identity alone gives the class (attending to "my own token" is class-specific).
-    copy = (a * (X == X[..., -1:]).expand_as(a)).sum(-1)
-    return {
-        "loss": -lp_true.mean(-1),
-        "distinct": distinct,
-        "p_true": lp_true.exp(),
-        "entropy": ent,
-        "separability": sep,
-        "query_copy": copy,
-    }
-
-
-def balancedness(model: SingleQueryAttention, params) -> dict[str, torch.Tensor]:
-    """The conserved matrices of gradient flow (Chapter 7 Section 2; Arora et al. 2018):
-    W_Q W_Q^T - W_K W_K^T for W_QK = W_Q^T W_K
-    and W_O^T W_O - W_V W_V^T for W_OV = W_O W_V, each (K, d, d), with the Grams' scale."""
-    out = {}
-    if model.qk == "factorized":
-        W_Q, W_K = params["W_Q"], params["W_K"]
-        gq, gk = W_Q @ W_Q.transpose(-1, -2), W_K @ W_K.transpose(-1, -2)
-        out["qk"], out["qk_scale"] = gq - gk, gq.flatten(1).norm(dim=1) + gk.flatten(1).norm(dim=1)
-    if model.ov == "factorized":
-        W_O, W_V = params["W_O"], params["W_V"]
-        go, gv = W_O.transpose(-1, -2) @ W_O, W_V @ W_V.transpose(-1, -2)
-        out["ov"], out["ov_scale"] = go - gv, go.flatten(1).norm(dim=1) + gv.flatten(1).norm(dim=1)
-    return out
-
-
-def collapsed_flow(model: SingleQueryAttention, params, grad_qk, grad_ov):
-    """The collapsed-matrix velocity induced by gradient descent on the factors
-    (Chapter 7 Section 2).
-
-    With G = dL/dW for the collapsed matrix, a unit-rate step on the factors moves
-    W_QK = W_Q^T W_K by -(W_Q^T W_Q G + G W_K^T W_K) and W_OV = W_O W_V by
-    -(W_O W_O^T G + G W_V^T W_V) (first order); a collapsed circuit moves by -G.
-    """
-    if model.qk == "factorized":
-        W_Q, W_K = params["W_Q"], params["W_K"]
-        v_qk = -(W_Q.transpose(-1, -2) @ W_Q @ grad_qk + grad_qk @ W_K.transpose(-1, -2) @ W_K)
-    else:
-        v_qk = -grad_qk
-    if model.ov == "factorized":
-        W_O, W_V = params["W_O"], params["W_V"]
-        v_ov = -(W_O @ W_O.transpose(-1, -2) @ grad_ov + grad_ov @ W_V.transpose(-1, -2) @ W_V)
-    else:
-        v_ov = -grad_ov
-    return v_qk, v_ov
-
-
 @dataclass
 class FixedAttentionOV:
     """Only the OV circuit, on fixed attention (the paper's Fig 3; Chapter 7 Section 5).
@@ -319,25 +251,3 @@ def torch_default_gamma(fan_in: int) -> float:
     ``(3 fan_in)^(-1/2)`` of PyTorch's default ``nn.Linear`` init, ``U(+-fan_in^(-1/2))``
     (the init of the official Fig 3 code; Chapter 7 Section 5)."""
     return float(np.log(3 * fan_in) / (2 * np.log(fan_in)))
-
-
-def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
-    """Project collapsed weights (..., V, V) onto (mu_qk, mu_ov) of the symmetric ansatz
-    (Chapter 7 Section 4).
-
-    mu_qk: for each class c, mean score of q_c on its distinct block minus the mean on the
-    common tokens 0-9, times the score scale, averaged over classes. mu_ov: for each
-    distinct token of class c, W_OV[y_c, v] minus the mean over the other classes' next
-    tokens, averaged. Weights of tokens that never meet query q_c are not used.
-    """
-    from ..data.tasks import ScanSnap
-
-    qk, ov = [], []
-    common = list(ScanSnap.COMMON)
-    for c in range(ScanSnap.N_CLASSES):
-        blk = ScanSnap.block(c)
-        q, y = ScanSnap.QUERY[c], ScanSnap.NEXT[c]
-        others = [ScanSnap.NEXT[d] for d in range(ScanSnap.N_CLASSES) if d != c]
-        qk.append(W_QK[..., q, blk].mean(-1) - W_QK[..., q, common].mean(-1))
-        ov.append((W_OV[..., y, blk] - W_OV[..., others, :][..., blk].mean(-2)).mean(-1))
-    return (torch.stack(qk).mean(0) * scale).cpu().numpy(), torch.stack(ov).mean(0).cpu().numpy()
