@@ -300,3 +300,27 @@ def test_run_bits_with_a_null_reads_its_own_permutation_floor():
     assert run.floor[1] == nulls.floor_of(run.history["null1"])
     with pytest.raises(ValueError, match="floor or a null"):
         staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])
+
+
+def test_gate_blind_keeps_order0_and_removes_bit1_information():
+    task = st.parity_task(12, 12, n_perm=5)
+    data, layout = task.data, task.layout
+    blind, own = st.gate_blind(task, seed=0, n_perm=5)
+    lay = blind.layout
+    B = layout.block
+    # The order-0 part i_z + a of every label is kept; only the block (bit 1) changes.
+    assert torch.equal(blind.data.y % B, data.y % B)
+    assert torch.equal(blind.data.y // B, (lay.bit1 == -1).long())
+    # Same multiset of bits, now independent of (gate, anchor parity): each of the four
+    # cells has about half of each sign, while the real task is deterministic in them.
+    g = (data.X[:, -1] == layout.gates[0]).long()
+    odd = (data.X[:, 1] % 2).long()
+    assert sorted(lay.bit1.tolist()) == sorted(layout.bit1.tolist())
+    for cell in range(4):
+        rows = (2 * g + odd) == cell
+        assert abs(float((lay.bit1[rows] == 1).double().mean()) - 0.5) < 0.2
+        assert float((layout.bit1[rows] == 1).double().mean()) in (0.0, 1.0)
+    # The control is read against the rule's targets and null; its own targets differ.
+    assert blind.targets is task.targets and blind.null is task.null
+    assert set(own.targets.phis) == {0, 1} and own.null is not task.null
+    assert not torch.allclose(own.targets.phis[1], task.targets.phis[1])

@@ -10,6 +10,8 @@ fifteen-digit float, no index column.
 * :func:`interval` writes ``0.38 [0.33, 0.44]``; :func:`count`, :func:`listing` and
   :func:`share` write counts in words: ``1 logged step``, ``no seed``, ``seeds 0 and 2``,
   ``3 of 5``.
+* :func:`onset_text`, :func:`onset_range`, :func:`value_range` and :func:`per_seed_text`
+  write readings over seeds: ``steps 40, 60 and 90``, ``steps 229–368``, ``0.11–0.14``.
 * :func:`glue_figure` glues a figure to be pasted elsewhere on the page (a chapter's key
   figure opens the chapter).
 * :func:`glue_all` glues a mapping of values at once; a finite number stays a number (the
@@ -275,3 +277,46 @@ def table(rows, columns: Sequence[str] | None = None, sig: int = SIG,
     from IPython.display import Markdown
 
     return Markdown(table_markdown(rows, columns, sig, align))
+
+
+def onset_text(x, seeds) -> str:
+    """Onsets over ``seeds`` in words, in seed order: ``steps 40, 60 and
+    90`` where every seed has a stair, ``steps 40 and 90 (seeds 0 and 2); none in seed 1``
+    where some have none, ``none in any seed`` where none has."""
+    x = np.asarray(x, dtype=float)
+    have = np.isfinite(x)
+    if not have.any():
+        return "none in any seed"
+    text = listing([round(v) for v in x[have]], noun="step")
+    if have.all():
+        return text
+    seeds = np.asarray(seeds)
+    return f"{text} ({listing(seeds[have])}); none in {listing(seeds[~have])}"
+
+
+def onset_range(x) -> str:
+    """The onsets of a stair over seeds as a range in words: ``step 2``,
+    ``steps 229–368``, or ``no step`` where no seed has one."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return "no step"
+    lo, hi = round(x.min()), round(x.max())
+    return f"step {number(lo)}" if lo == hi else f"steps {number(lo)}–{number(hi)}"
+
+
+def value_range(x, fmt: str = "{:.2f}") -> str:
+    """Values over seeds as a range in words: ``0.11–0.14``, ``-0.04 to 0.01`` (a negative
+    end), one value, or ``—``."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return MISSING
+    lo, hi = fmt.format(x.min()), fmt.format(x.max())
+    return lo if lo == hi else f"{lo}{' to ' if x.min() < 0 else '–'}{hi}"
+
+
+def per_seed_text(x, fmt: str = "{:.1f}") -> str:
+    """Values over seeds in words, in seed order: ``0.8, 1.1 and 0.9``,
+    with :data:`MISSING` for a missing one."""
+    return listing([MISSING if is_missing(v) else fmt.format(v) for v in x], noun="")

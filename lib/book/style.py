@@ -243,3 +243,29 @@ def band(ax, x, Y, color, label=None, log_x=True, alpha=0.25, **kw):
     if Y.shape[1] > 1:
         ax.fill_between(x, np.nanmin(Y, 1), np.nanmax(Y, 1), color=color, alpha=alpha, lw=0)
     return ax
+
+
+def curve_bands(
+    ax, steps, curves: dict, rows, names, colors: dict, labels: dict, null=None, ls: str = "-"
+) -> None:
+    """Alignment curves over training, one band per target in ``names`` (its ``R`` over the
+    instances ``rows``: seeds as a band), from step 1 (an increment is zero at step 0), with
+    the permutation null of target ``null`` in grey and a line at 0."""
+    s = np.asarray(steps)[1:]
+    for n in names:
+        band(ax, s, curves[n]["R"][1:, rows], colors[n], label=labels[n], ls=ls)
+    if null is not None:
+        c = curves[null]
+        ax.fill_between(
+            s, c["null_lo"][1:], c["null_hi"][1:], color=COLORS["null"], alpha=0.3, lw=0
+        )
+    ax.axhline(0, color=COLORS["reference"], lw=0.5)
+
+
+def median_lines(ax, onsets: dict, rows, names, colors: dict) -> None:
+    """A dotted line at the median onset (over ``rows``) of each stair in ``names`` that has
+    one in some instance."""
+    for n in names:
+        on = onsets[n][rows]
+        if np.isfinite(on).any():
+            ax.axvline(np.nanmedian(on), color=colors[n], ls=":", lw=1.2)

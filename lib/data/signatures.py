@@ -341,4 +341,35 @@ __all__ = [
     "previous_token_signature",
     "window_weights",
     "window_signature",
+    "frequent_in_both_halves",
+    "frequent_in_every_stream",
 ]
+
+
+# ---------------------------------------------------------------- which tokens to track
+
+
+def frequent_in_both_halves(stream, halves, V: int, top: int, before: int = 1, after: int = 3):
+    """The ``top`` most frequent tokens of ``stream`` that occur in both ``halves`` with
+    ``before`` tokens before them and ``after`` after (the offsets a target reads): a token
+    of one half only has no split-half estimate. A list of token ids, most frequent first."""
+    counts = torch.bincount(stream, minlength=V)
+    order = torch.argsort(counts, descending=True)
+    both = (torch.bincount(halves[0][before:-after], minlength=V) > 0) & (
+        torch.bincount(halves[1][before:-after], minlength=V) > 0
+    )
+    return order[both[order]][:top].tolist()
+
+
+def frequent_in_every_stream(streams, top: int, L: int, min_count: int):
+    """Tokens to track over several streams of one tokenizer (a text and its two halves),
+    on compact ids: the token ids that occur in any stream (``used``), each stream in compact
+    ids (``parts``), and the ``top`` compact ids most frequent in the first stream among
+    those seen ``min_count`` times in every stream, each stream counted without its last
+    ``L`` tokens (so that a tracked token has successors at every offset a target reads).
+    Returns ``(used, parts, top ids)``."""
+    used, compact = torch.unique(torch.cat(streams), return_inverse=True)
+    parts = torch.split(compact, [len(s) for s in streams])
+    counts = torch.stack([torch.bincount(p[:-L], minlength=len(used)) for p in parts])
+    eligible = torch.nonzero((counts >= min_count).all(0)).flatten()
+    return used, parts, eligible[torch.argsort(counts[0, eligible], descending=True)[:top]]

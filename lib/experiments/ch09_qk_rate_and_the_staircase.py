@@ -13,20 +13,18 @@ skip-k signature onsets.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..data import signatures as sig
-from ..data import tasks, windows
+from ..data import windows
 from ..env import ConfigError
 from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
-from ..measure import staircase as st
+from ..measure.staircase import StairTask
 from ..training import engine, models
 from ..training.sweep import Sweep
-from ..training.transformer import qk_product
 from . import ChapterConfig
 from . import ch02_context_staircase as ch02
 from . import config as chapter_config
@@ -180,32 +178,6 @@ OVERRIDES = {
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Task:
-    """A gated-parity-bit task as the chapter reads it: the data, its layout, the order-0/1
-    targets on the anchors and their label-permutation null (:class:`lib.measure.nulls.PermutationNull`)."""
-
-    data: tasks.TaskData
-    layout: tasks.ParityBits
-    targets: st.OrderTargets
-    null: object
-
-
-def parity_task(n_keys: int, n_anchors: int, n_perm: int) -> Task:
-    """Chapter 2's two-stair task with ``n_keys`` keys and ``n_anchors`` anchors."""
-    data, layout = tasks.gated_parity_bits(n_keys, n_anchors)
-    targets = st.parity_targets(data, layout)
-    return Task(data, layout, targets, st.label_null(data, layout, n_perm))
-
-
-def run_floor(h, cfg: Config, prefix: str = "") -> dict:
-    """A run's own permutation floor of each order (:func:`lib.measure.nulls.floor_of`)."""
-    from ..measure.nulls import floor_of
-
-    orders = sorted(int(k[len(prefix) + 4 :]) for k in h.metrics if k.startswith(prefix + "null"))
-    return {o: floor_of(h[f"{prefix}null{o}"], cfg.null_q) for o in orders}
-
-
 def staircase_config(cfg: Config):
     """Chapter 2's config at this chapter's scale: its staircase model (no OV, its anchors)
     must be trained as there, so its learning rate and init rate must be this chapter's."""
@@ -221,30 +193,6 @@ def staircase_config(cfg: Config):
             f"chapter {CHAPTER}: stair_r_grid {cfg.stair_r_grid} lacks Chapter 2's r={cfg2.r}"
         )
     return cfg2
-
-
-def gate_blind(task: Task, seed: int, n_perm: int) -> tuple[Task, Task]:
-    """The negative control: the bit-1 signs permuted across sequences, so that neither the
-    gate nor the anchor (nor both together) carries information about bit 1.
-
-    Order 0 is untouched (``i_z + a`` is kept), so the first stair should still come.
-    Returns the control task, read against the *rule's* targets and their null (what must
-    not come is the rule's order-1 geometry), and the control read against the shuffled
-    labels' own targets and their own null.
-    """
-    data, layout = task.data, task.layout
-    perm = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
-    s1 = layout.bit1[perm]
-    y = data.y - layout.block * (layout.bit1 == -1) + layout.block * (s1 == -1)
-    blind = tasks.TaskData(
-        data.X.clone(), y, data.vocab_size, data.n_labels, dict(data.groups), data.name
-    )
-    blind.name = data.name + ", bit-1 signs shuffled"
-    lay = tasks.ParityBits(
-        layout.anchors, layout.keys, layout.gates, layout.h, layout.k, layout.block, s1, None
-    )
-    own = Task(blind, lay, st.parity_targets(blind, lay), st.label_null(blind, lay, n_perm))
-    return Task(blind, lay, task.targets, task.null), own
 
 
 # ---------------------------------------------------------------------------
@@ -269,62 +217,15 @@ def attention_model(
     )
 
 
-def attention_callbacks(model, X, params0) -> dict:
-    """Per instance: the readout row's mean attention on each position ``attn`` (K, L), its
-    total-variation distance from uniform ``attn_dist`` (K,), its largest weight
-    ``attn_max`` (K,; mean over sequences: 1 is a saturated softmax), the Frobenius norm of
-    W_QK ``qk_norm`` (K,), and its relative change ``qk_drift`` = |W_QK - W_QK(0)| /
-    |W_QK(0)| (K,)."""
-    QK0 = qk_product(model, params0).detach().clone()
-    unif = 1.0 / X.shape[-1]
-    # Layer 0's attention depends only on E, P and the QK weights: a view of the model
-    # without its value path and MLP computes the same scores with a third of the work.
-    scores_only = dataclasses.replace(model, ov="identity", d_mlp=0)
-
-    def measure(step, p):
-        _, A = scores_only.forward(p, X, return_attention=True)
-        row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
-        W = qk_product(model, p)
-        return dict(
-            attn=row.mean(1),
-            attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
-            attn_max=row.max(-1).values.mean(1),
-            qk_norm=W.flatten(1).norm(dim=1),
-            qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
-        )
-
-    return engine.cached_callbacks(
-        measure, ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift")
-    )
-
-
 def rate_sweep(r_grid, seeds) -> Sweep:
     """The (r, seed) grid of one run."""
     return Sweep(r=list(r_grid), seed=list(seeds))
 
 
-def signature_callbacks(task: Task, E0, prefix: str) -> dict:
-    """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
-    ``task.targets`` on the anchors' embedding increment and its permutation null (as
-    :func:`lib.measure.staircase_callbacks.bit_callbacks` logs them), for reading one run against a second set
-    of signatures."""
-    E0, tok = E0.detach().clone(), list(task.targets.tokens)
-
-    def measure(step, params):
-        dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
-        out = {f"{prefix}R{o}": v for o, v in st.order_partials(dE, task.targets).items()}
-        return out | {f"{prefix}null{o}": v for o, v in task.null(dE).items()}
-
-    orders = task.targets.orders
-    return engine.cached_callbacks(
-        measure, [f"{prefix}R{o}" for o in orders] + [f"{prefix}null{o}" for o in orders]
-    )
-
-
 def train_rates(
     cfg: Config,
     model,
-    task: Task,
+    task: StairTask,
     sw: Sweep,
     device,
     steps: int,
@@ -337,8 +238,9 @@ def train_rates(
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
     :func:`lib.measure.staircase_callbacks.bit_callbacks` with the task's permutation null and
-    :func:`attention_callbacks`, and for each ``prefix: task`` of ``also`` the
-    :func:`signature_callbacks` of that task's targets.
+    :func:`lib.measure.attention.readout_attention_callbacks`, and for each ``prefix: task`` of
+    ``also`` the :func:`lib.measure.staircase_callbacks.signature_callbacks` of that task's
+    targets.
     """
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     with torch.no_grad():
@@ -347,9 +249,11 @@ def train_rates(
     callbacks = staircase_callbacks.bit_callbacks(
         model, task.data, task.layout, task.targets, params["E"], null=task.null
     )
-    callbacks.update(attention_callbacks(model, X, params))
+    callbacks.update(attention.readout_attention_callbacks(model, X, params))
     for prefix, extra in (also or {}).items():
-        callbacks.update(signature_callbacks(extra, params["E"], prefix))
+        callbacks.update(
+            staircase_callbacks.signature_callbacks(extra.targets, extra.null, params["E"], prefix)
+        )
     return engine.train(
         model,
         params,
@@ -432,24 +336,6 @@ def per_instance_table(summaries: dict, names):
 
     rows = [summaries[a][list(names)].to_dataframe().assign(arm=a) for a in summaries]
     return pd.concat(rows).reset_index().set_index(["arm", "r", "seed"])
-
-
-def share_band(flags: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -> np.ndarray:
-    """Per rate, the share of the counted instances that are True, with its bootstrap
-    interval over seeds: ``flags`` is (r, seed) with NaN where an instance does not count;
-    returns (r, 3) rows of (share, lo, hi), NaN at a rate without counted instances."""
-    out = np.full((flags.shape[0], 3), np.nan)
-    for i, row in enumerate(flags):
-        if not np.isfinite(row).any():
-            continue
-
-        def share(idx, row=row):
-            picked = row[idx]
-            ok = np.isfinite(picked)
-            return float(picked[ok].mean()) if ok.any() else np.nan
-
-        out[i] = statistics.seed_bootstrap(share, len(row), n_boot, seed, level)
-    return out
 
 
 def failed_instances(summaries: dict):
@@ -583,20 +469,13 @@ __all__ = [
     "Config",
     "OVERRIDES",
     "POSITIONS",
-    "Task",
-    "parity_task",
     "staircase_config",
-    "gate_blind",
     "attention_model",
-    "attention_callbacks",
     "rate_sweep",
     "train_rates",
-    "signature_callbacks",
-    "run_floor",
     "stair_summary",
     "where_counted",
     "per_instance_table",
-    "share_band",
     "failed_instances",
     "exponent",
     "shakespeare_stream",

@@ -11,10 +11,14 @@ against a known rationale token.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
+from ..training.engine import cached_callbacks
 from ..training.qkov import SingleQueryAttention
+from ..training.transformer import qk_product
 
 __all__ = [
     "attention_entropy",
@@ -23,6 +27,7 @@ __all__ = [
     "attention_spread_callbacks",
     "faithfulness",
     "attention_stats",
+    "readout_attention_callbacks",
 ]
 
 
@@ -134,3 +139,31 @@ def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) ->
         "separability": sep,
         "query_copy": copy,
     }
+
+
+def readout_attention_callbacks(model, X, params0) -> dict:
+    """Callbacks, per instance, on the readout row of layer 0 of a one-layer
+    :class:`lib.training.transformer.Transformer` on ``X``: its mean attention on each
+    position ``attn`` (K, L), its total-variation distance from uniform ``attn_dist`` (K,),
+    its largest weight ``attn_max`` (K,; mean over sequences: 1 is a saturated softmax), the
+    Frobenius norm of W_QK ``qk_norm`` (K,), and its relative change ``qk_drift`` =
+    |W_QK - W_QK(0)| / |W_QK(0)| (K,), from the initial weights ``params0``."""
+    QK0 = qk_product(model, params0).detach().clone()
+    unif = 1.0 / X.shape[-1]
+    # Layer 0's attention depends only on E, P and the QK weights: a view of the model
+    # without its value path and MLP computes the same scores with a third of the work.
+    scores_only = dataclasses.replace(model, ov="identity", d_mlp=0)
+
+    def measure(step, p):
+        _, A = scores_only.forward(p, X, return_attention=True)
+        row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
+        W = qk_product(model, p)
+        return dict(
+            attn=row.mean(1),
+            attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
+            attn_max=row.max(-1).values.mean(1),
+            qk_norm=W.flatten(1).norm(dim=1),
+            qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
+        )
+
+    return cached_callbacks(measure, ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift"))

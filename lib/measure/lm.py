@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from . import metrics as M
+from . import onsets
+from .statistics import curve_level
 
 F64 = torch.float64
 
@@ -299,4 +301,37 @@ __all__ = [
     "signature_agreement",
     "part_agreement",
     "split_half",
+    "curve_stairs",
 ]
+
+
+def curve_stairs(steps, curves: dict, previous: dict, frac: float, end_logs: int) -> dict:
+    """The stairs of several targets read off their alignment curves, per instance.
+
+    ``curves`` maps each target to its :func:`alignment_curves` reading (``R``, ``null_lo``,
+    ``null_hi``); ``previous`` maps each target to the target whose stair comes before it
+    (``None`` for the first). The first stair's onset is where its curve reaches ``frac`` of
+    its maximum, above its null (:func:`lib.measure.onsets.relative_onset`); every later
+    one's is where its largest climb after the previous stair's onset is ``frac`` done
+    (:func:`lib.measure.onsets.rise_onset`), with its size ``{n}_rise``, its base ``{n}_base``
+    and its floor ``{n}_floor``. No stair: a climb within the half-width of the target's null
+    band, or a peak within one half-width above the band. Every target also has its level
+    at the end, ``{n}_end`` (:func:`lib.measure.statistics.curve_level`)."""
+    steps = np.asarray(steps, dtype=float)
+    first = next(n for n, before in previous.items() if before is None)
+    c = curves[first]
+    floor = float(np.nanmax(c["null_hi"]))
+    out = {first: onsets.relative_onset(steps, c["R"], frac=frac, floor=floor)[0]}
+    for n, before in previous.items():
+        out[f"{n}_end"] = curve_level(curves[n]["R"], len(steps) - 1, end_logs)
+        if before is None:
+            continue
+        c = curves[n]
+        hi = float(np.nanmax(c["null_hi"]))
+        half_width = (hi - float(np.nanmin(c["null_lo"]))) / 2
+        on, rise, base = onsets.rise_onset(
+            steps, c["R"], out[before], frac=frac, min_rise=half_width, floor=hi + half_width
+        )
+        out[n], out[f"{n}_rise"], out[f"{n}_base"] = on, rise, base
+        out[f"{n}_floor"] = hi + half_width
+    return out

@@ -30,7 +30,7 @@ import torch
 
 from . import metrics as M
 
-__all__ = ["PermutationNull", "floor_of", "permuted_labels"]
+__all__ = ["PermutationNull", "floor_of", "permuted_labels", "run_floors"]
 
 
 def permuted_labels(y: torch.Tensor, n_perm: int, seed: int = 0) -> list[torch.Tensor]:
@@ -141,3 +141,12 @@ def floor_of(null_curve, q: float = 0.95) -> float:
     if not np.isfinite(peak).any():
         raise ValueError("the null curve has no finite value")
     return float(np.quantile(peak[np.isfinite(peak)], q))
+
+
+def run_floors(history, q: float, prefix: str = "") -> dict:
+    """A run's own permutation floor of each order, ``{order: floor}``: :func:`floor_of` of
+    every ``{prefix}null{order}`` the run logged (a :class:`lib.training.engine.History`)."""
+    orders = sorted(
+        int(k[len(prefix) + 4 :]) for k in history.metrics if k.startswith(prefix + "null")
+    )
+    return {o: floor_of(history[f"{prefix}null{o}"], q) for o in orders}

@@ -142,3 +142,24 @@ def staircase_climbs(onsets_by_order) -> bool:
     """
     on = np.stack([np.asarray(o, dtype=float) for o in onsets_by_order])
     return bool(np.isfinite(on).all() and np.all(np.diff(on, axis=0) > 0))
+
+
+def half_onset(steps, curves) -> np.ndarray:
+    """The first logged step at which each curve reaches half its last value."""
+    c = np.nan_to_num(np.asarray(curves, dtype=float), nan=-np.inf)
+    hit = c >= c[-1:] / 2
+    return np.where(hit.any(0), np.asarray(steps, dtype=float)[hit.argmax(0)], np.nan)
+
+
+def log_index(steps, onsets) -> np.ndarray:
+    """Position of each onset on the logging grid (NaN stays NaN)."""
+    onsets = np.asarray(onsets, dtype=float)
+    idx = np.searchsorted(np.asarray(steps), np.nan_to_num(onsets, nan=0)).astype(float)
+    return np.where(np.isnan(onsets), np.nan, idx)
+
+
+def onset_moves(steps, a, b) -> np.ndarray:
+    """How many logging steps each onset of ``a`` lies from the same instance's in ``b``:
+    0 where neither has a stair, infinite where only one has."""
+    ia, ib = log_index(steps, a), log_index(steps, b)
+    return np.where(np.isnan(ia) & np.isnan(ib), 0.0, np.nan_to_num(np.abs(ia - ib), nan=np.inf))

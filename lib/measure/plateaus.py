@@ -59,3 +59,40 @@ def plateau_end(steps, mask) -> np.ndarray:
     steps, mask = np.asarray(steps, dtype=float), np.asarray(mask, dtype=bool)
     last = np.where(mask.any(0), len(steps) - 1 - np.argmax(mask[::-1], 0), -1)
     return np.where(last >= 0, steps[np.maximum(last, 0)], -np.inf)
+
+
+def plateau_and_rise(steps, R, null_hi, after, onset):
+    """How long a residual curve sits inside its null after the previous stair, and how long
+    it then takes to rise: per instance, in steps (linear time, as
+    :func:`lib.measure.plateaus.plateau_and_fall` reads a loss), ``wait`` from ``after[k]`` (the
+    previous stair's onset) to the last logged step before ``onset[k]`` at which the curve is
+    still at or below the null's upper band ``null_hi``, and ``rise`` from there to the onset.
+    A plateau is a wait at least as long as the rise (and at least two logs inside the
+    null); a smooth rise from step 1 leaves the null early and rises slowly. NaN where
+    there is no onset or no log inside the null."""
+    steps = np.asarray(steps, dtype=float)
+    R = np.asarray(R, dtype=float).reshape(len(steps), -1)
+    after, onset = (np.broadcast_to(np.asarray(x, float), R.shape[1:]) for x in (after, onset))
+    wait, rise = np.full(R.shape[1], np.nan), np.full(R.shape[1], np.nan)
+    for k in range(R.shape[1]):
+        inside = (steps >= after[k]) & (steps < onset[k]) & (R[:, k] <= np.asarray(null_hi))
+        if np.isfinite(after[k]) and np.isfinite(onset[k]) and inside.sum() >= 2:
+            t_exit = steps[inside].max()
+            wait[k], rise[k] = t_exit - after[k], onset[k] - t_exit
+    return wait, rise
+
+
+def smooth_rises(steps, end, onset) -> dict[str, np.ndarray]:
+    """The plateau test's negative controls, per instance: monotone curves from step 1 with
+    the same level at the end as the measured one. ``log-linear``: a straight line on the log
+    axis, 0 at step 1; ``exponential``: ``end * (1 - exp(-(t - 1) / tau))`` (its asymptote
+    the end level) that reaches half of it at the measured onset (as Chapter 2's smooth
+    decay escapes at the measured step). Each is ``(n_logs, K)``, NaN at step 0; their onsets are where they reach half."""
+    t = np.asarray(steps, dtype=float)[:, None]
+    end, onset = np.asarray(end, float)[None], np.asarray(onset, float)[None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_line = end * np.log(t) / np.log(t[-1])
+        tau = (onset - 1) / np.log(2)
+        expo = end * (1 - np.exp(-(t - 1) / tau))
+    out = {"log-linear": log_line, "exponential": expo}
+    return {n: np.where(t >= 1, c, np.nan) for n, c in out.items()}

@@ -58,3 +58,13 @@ def pooled_rate(holds, level: float = 0.95) -> Rate:
     """
     h = np.asarray(holds, dtype=bool)
     return wilson(int(h.sum()), h.size, level)
+
+
+def wilson_at_z(k: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
+    """A rate ``k / n`` and its Wilson score interval."""
+    if n == 0:
+        return (float("nan"),) * 3
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return p, max(0.0, centre - half), min(1.0, centre + half)

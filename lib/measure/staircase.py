@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..data import tasks
 from ..training.engine import History
 from ..training.sweep import Sweep
 from . import metrics as M
@@ -47,6 +48,9 @@ __all__ = [
     "order_noise_floor",
     "Stairs",
     "BitRun",
+    "StairTask",
+    "parity_task",
+    "gate_blind",
 ]
 
 
@@ -331,3 +335,37 @@ class BitRun:
             for o, mask in masks.items()
         }
         return Stairs(on, esc, masks, med)
+
+
+@dataclass(frozen=True)
+class StairTask:
+    """A gated-parity-bit task as the staircase reads it: the data, its layout, the
+    order-0/1 targets on the anchors and their label-permutation null
+    (:class:`lib.measure.nulls.PermutationNull`)."""
+
+    data: tasks.TaskData
+    layout: tasks.ParityBits
+    targets: OrderTargets
+    null: object
+
+
+def parity_task(n_keys: int, n_anchors: int, n_perm: int) -> StairTask:
+    """Chapter 2's two-stair task with ``n_keys`` keys and ``n_anchors`` anchors, its targets
+    (:func:`parity_targets`) and its null of ``n_perm`` permutations (:func:`label_null`)."""
+    data, layout = tasks.gated_parity_bits(n_keys, n_anchors)
+    targets = parity_targets(data, layout)
+    return StairTask(data, layout, targets, label_null(data, layout, n_perm))
+
+
+def gate_blind(task: StairTask, seed: int, n_perm: int) -> tuple[StairTask, StairTask]:
+    """The negative control: the bit-1 signs permuted across sequences
+    (:func:`lib.data.tasks.shuffled_bit1`), so that neither the gate nor the anchor carries
+    information about bit 1; order 0 is untouched, so the first stair should still come.
+
+    Returns the control task read against the *rule's* targets and their null (what must
+    not come is the rule's order-1 geometry), and the control read against the shuffled
+    labels' own targets and their own null.
+    """
+    blind, lay = tasks.shuffled_bit1(task.data, task.layout, seed)
+    own = StairTask(blind, lay, parity_targets(blind, lay), label_null(blind, lay, n_perm))
+    return StairTask(blind, lay, task.targets, task.null), own

@@ -16,7 +16,12 @@ from ..data.signatures import label_signature, token_rate
 from ..training.engine import cached_callbacks, cross_entropy
 from .staircase import OrderTargets, increment, order_partials
 
-__all__ = ["bit_callbacks", "raw_alignment_callbacks", "leading_term_callback"]
+__all__ = [
+    "bit_callbacks",
+    "raw_alignment_callbacks",
+    "leading_term_callback",
+    "signature_callbacks",
+]
 
 
 def bit_callbacks(
@@ -104,3 +109,21 @@ def leading_term_callback(model, data, tokens, c1: float):
         )
 
     return lead
+
+
+def signature_callbacks(targets: OrderTargets, null, E0, prefix: str) -> dict:
+    """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
+    ``targets`` on the anchors' embedding increment and its permutation null ``null`` (as
+    :func:`bit_callbacks` logs them), for reading one run against a second set of
+    signatures."""
+    E0, tok = E0.detach().clone(), list(targets.tokens)
+
+    def measure(step, params):
+        dE = increment(params["E"], E0, tok, subtract_mean_row=True)
+        out = {f"{prefix}R{o}": v for o, v in order_partials(dE, targets).items()}
+        return out | {f"{prefix}null{o}": v for o, v in null(dE).items()}
+
+    orders = targets.orders
+    return cached_callbacks(
+        measure, [f"{prefix}R{o}" for o in orders] + [f"{prefix}null{o}" for o in orders]
+    )

@@ -3,8 +3,12 @@
 A chapter's seeds are few; every interval here resamples *seeds* (or whole groups of
 instances) with replacement, so that the spread it shows is the spread between runs.
 :func:`seed_bootstrap` is the percentile bootstrap they share; :func:`loglog_exponent`
-fits a power law across levels (Chapter 9) and :func:`trend_test` tests a monotone trend
-with a permutation test that keeps the design.
+fits a power law across levels (Chapter 9), :func:`trend_test` tests a monotone trend
+with a permutation test that keeps the design, and :func:`share_band` gives a share per
+level with its interval. :func:`paired_test` compares two instances' end levels
+(:func:`curve_level`) against a permutation null, seed by seed (Chapter 5), and
+:func:`split_half_ceiling` is the highest correlation a target estimated from a corpus
+allows, from its split-half agreement.
 """
 
 from __future__ import annotations
@@ -14,7 +18,17 @@ from typing import NamedTuple
 import numpy as np
 import scipy.stats
 
-__all__ = ["Interval", "seed_bootstrap", "loglog_exponent", "TrendTest", "trend_test"]
+__all__ = [
+    "Interval",
+    "seed_bootstrap",
+    "loglog_exponent",
+    "TrendTest",
+    "trend_test",
+    "share_band",
+    "split_half_ceiling",
+    "curve_level",
+    "paired_test",
+]
 
 
 class Interval(NamedTuple):
@@ -160,3 +174,56 @@ def trend_test(
 
     iv = seed_bootstrap(stat, len(labels), n_boot, seed, level)
     return TrendTest(rho, float(p), iv.lo, iv.hi, len(y))
+
+
+def split_half_ceiling(split_half: float) -> float:
+    """The highest R an embedding can reach against a target estimated on the whole split,
+    from the split-half agreement ``r`` of its halves: the square root of the Spearman-Brown
+    reliability ``2r / (1 + r)`` (the correlation of a noisy estimate with the quantity it
+    estimates). NaN where ``r <= 0``: no reliable target."""
+    r = float(split_half)
+    return float(np.sqrt(2 * r / (1 + r))) if r > 0 else float("nan")
+
+
+def curve_level(R, at: int, n: int = 3) -> np.ndarray:
+    """A curve's level at log ``at``: its mean over the ``n`` logs ending there (per
+    instance, or per instance and permutation for a null)."""
+    return np.asarray(R)[max(at - n + 1, 1) : at + 1].mean(0)
+
+
+def share_band(flags: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -> np.ndarray:
+    """Per rate, the share of the counted instances that are True, with its bootstrap
+    interval over seeds: ``flags`` is (r, seed) with NaN where an instance does not count;
+    returns (r, 3) rows of (share, lo, hi), NaN at a rate without counted instances."""
+    out = np.full((flags.shape[0], 3), np.nan)
+    for i, row in enumerate(flags):
+        if not np.isfinite(row).any():
+            continue
+
+        def share(idx, row=row):
+            picked = row[idx]
+            ok = np.isfinite(picked)
+            return float(picked[ok].mean()) if ok.any() else np.nan
+
+        out[i] = seed_bootstrap(share, len(row), n_boot, seed, level)
+    return out
+
+
+def paired_test(curve: dict, a, b, end_logs: int, q: float) -> dict:
+    """The paired test, seed by seed: instance ``a[k]``'s level at the end minus instance
+    ``b[k]``'s (both read against the same target; :func:`curve_level` over ``end_logs``
+    logs), and the ``q`` quantile of the same difference under the permutation null (the
+    same permutations for both, so a permutation moves both readings alike).
+
+    ``curve`` holds ``R`` ``(n_logs, K)`` and ``null`` ``(n_logs, K, n_perm)``. Returns per
+    seed ``a``, ``b``, ``diff``, ``null`` (the quantile) and ``margin = diff - null``;
+    positive where ``a`` beats ``b``."""
+    last = len(curve["R"]) - 1
+    ra, rb = (
+        curve_level(curve["R"][:, a], last, end_logs),
+        curve_level(curve["R"][:, b], last, end_logs),
+    )
+    na = curve_level(curve["null"][:, a], last, end_logs)
+    nb = curve_level(curve["null"][:, b], last, end_logs)
+    qd = np.quantile(na - nb, q, axis=-1)
+    return dict(a=ra, b=rb, diff=ra - rb, null=qd, margin=ra - rb - qd)

@@ -12,7 +12,9 @@ is the flattened grid. :class:`Sweep` keeps the labels::
 The labelled arrays are `xarray <https://xarray.dev>`_: every metric of a
 :class:`lib.training.engine.History` of shape ``(n_logs, K, ...)`` becomes an array with the dims
 ``("step", *sweep axes, ...)``, so selecting an arm and averaging over seeds are named
-operations instead of index arithmetic.
+operations instead of index arithmetic. A run whose instances are not a full grid (a
+real-text model beside its controls and perturbed copies) labels them with
+:class:`Instances`, one row of labels per instance.
 """
 
 from __future__ import annotations
@@ -108,3 +110,22 @@ class Sweep:
     def __repr__(self) -> str:
         axes = ", ".join(f"{n}={v}" for n, v in self.axes.items())
         return f"Sweep({axes}; K={self.K})"
+
+
+class Instances:
+    """The instances of one batched run, each labelled by ``source`` (the stream it trains
+    on), ``init`` ("small" or "standard"), ``seed`` and ``copy`` (0: the instance itself;
+    1, 2, ...: a copy with its initial weights perturbed)."""
+
+    def __init__(self, rows):
+        self.rows = [dict(r) for r in rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> list:
+        return [r[name] for r in self.rows]
+
+    def index(self, **where) -> list[int]:
+        """The instances whose labels match every ``label=value`` given, in seed order."""
+        return [k for k, r in enumerate(self.rows) if all(r[n] == v for n, v in where.items())]

@@ -44,7 +44,7 @@ from .gated import (
     gated_addition_naive,
 )
 from .modular import modular_addition, plain_addition
-from .parity import ParityBits, gated_parity_bits
+from .parity import ParityBits, gated_parity_bits, shuffled_bit1
 from .scan_snap import (
     ScanSnap,
     ScanSnapBatch,
@@ -75,6 +75,7 @@ __all__ = [
     "scan_snap_uniform_distinct_mass",
     "ParityBits",
     "gated_parity_bits",
+    "shuffled_bit1",
     "selective_parity_bits",
     "SelectiveBits",
     "CompetingOrders",

@@ -112,3 +112,21 @@ def gated_parity_bits(
         groups["anchors"], groups["keys"], groups["gates"], groups["h"], groups["k"], B, s1, s2
     )
     return data, layout
+
+
+def shuffled_bit1(data: TaskData, layout: ParityBits, seed: int) -> tuple[TaskData, ParityBits]:
+    """The staircase's negative control: ``data`` with the bit-1 signs permuted across
+    sequences (by a generator seeded with ``seed``), so that neither the gate nor the anchor
+    (nor both together) carries information about bit 1. Order 0 (``i_z + a``) is
+    untouched. Returns the shuffled data and its layout (``bit1``: the shuffled signs)."""
+    perm = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
+    s1 = layout.bit1[perm]
+    y = data.y - layout.block * (layout.bit1 == -1) + layout.block * (s1 == -1)
+    blind = TaskData(
+        data.X.clone(), y, data.vocab_size, data.n_labels, dict(data.groups), data.name
+    )
+    blind.name = data.name + ", bit-1 signs shuffled"
+    lay = ParityBits(
+        layout.anchors, layout.keys, layout.gates, layout.h, layout.k, layout.block, s1, None
+    )
+    return blind, lay

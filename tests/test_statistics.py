@@ -1,4 +1,5 @@
-"""Inference over seeds (lib.measure.metrics): bootstrap intervals, exponents and trend tests."""
+"""Inference over seeds (lib.measure.statistics): bootstrap intervals, exponents, trend tests,
+the paired test of end levels and the split-half ceiling."""
 
 from __future__ import annotations
 
@@ -85,3 +86,28 @@ def test_trend_test_drops_instances_that_do_not_count_and_refuses_bad_input():
         statistics.trend_test(x, y, groups, alternative="down")
     with pytest.raises(ValueError):
         statistics.trend_test(x, y[:-1], groups)
+
+
+def test_paired_test_is_the_difference_of_levels_against_the_same_permutations():
+    rng = np.random.default_rng(0)
+    n_logs, K, P, end_logs, q = 6, 4, 500, 3, 0.99
+    R = rng.normal(0, 0.01, (n_logs, K))
+    R[:, :2] += 0.1  # instances 0 and 1 carry the target, 2 and 3 do not
+    null = rng.normal(0, 0.02, (n_logs, K, P))
+    curve = {"R": R, "null": null}
+    out = statistics.paired_test(curve, [0, 1], [2, 3], end_logs, q)
+    last = R[-end_logs:].mean(0)
+    np.testing.assert_allclose(out["diff"], last[:2] - last[2:])
+    diff_null = null[-end_logs:].mean(0)
+    np.testing.assert_allclose(out["null"], np.quantile(diff_null[:2] - diff_null[2:], q, axis=-1))
+    assert (out["margin"] > 0).all()
+    assert (statistics.paired_test(curve, [2, 3], [0, 1], end_logs, q)["margin"] < 0).all()
+
+
+def test_curve_levels_never_read_step_0_and_the_ceiling_is_spearman_browns():
+    R = np.arange(10.0)[:, None]
+    assert statistics.curve_level(R, 9, 3)[0] == 8 and statistics.curve_level(R, 1, 3)[0] == 1
+    assert statistics.split_half_ceiling(1.0) == 1.0
+    assert statistics.split_half_ceiling(1 / 3) == pytest.approx(np.sqrt(0.5))
+    assert np.isnan(statistics.split_half_ceiling(0.0))
+    assert np.isnan(statistics.split_half_ceiling(-0.2))
