@@ -1,14 +1,27 @@
 """The Order of Learning: the library behind the executable book.
 
-Its folders are its layers, each importing only from those below it: ``data`` (tasks,
-corpora, signatures), ``training`` (the init, the batched models, the engine), ``measure``
-(alignment, onsets, probes, nulls, rates), ``theory`` (the flow expansions, the reduced
-theory), ``experiments`` (one module per chapter: its typed ``Config`` and plumbing) and
-``book`` (claims, the page's formatter, the figure style, and the build). Beside them:
-``env`` (scale, device, quietness, ``ConfigError``), ``process`` (the settings importing
-``lib`` applies to the process: idle threads sleep, denormal floats flush to zero),
-``booktools`` (the build's command line, ``python -m lib.booktools``) and ``bench``
-(speed, as ratios). Chapters import what they need:
+Its folders are its layers, bottom up; a module imports only from its own layer and the
+ones below it (``tests/test_layout.py`` checks it, with the 500-line limit per module and
+the absence of import circles):
+
+- ``data``: the synthetic tasks, the offline corpora and their tokenizers, the
+  probability signatures and what a stream's Markov chains predict;
+- ``training``: the one init, the batched models, the engine and its optimizers, sweeps;
+- ``measure``: what is read off weights and histories: alignment, onsets and plateaus,
+  the staircase's readings, probes, attention, nulls, rates and statistics over seeds;
+- ``theory``: the flow expansions, the escape from a saddle, the reduced QK/OV theory,
+  what sets the order, Adam's plateau;
+- ``experiments``: one module per chapter (its typed ``Config`` and plumbing) and the
+  runs chapters share. This is the layer that starts training runs; the layers below
+  define models, losses and what a run logs, and never start one;
+- ``book``: what a page shows (claims, the one formatter, the figure style, interactive
+  figures) and the build.
+
+Beside them: ``env`` (scale, device, quietness, ``ConfigError``), ``process`` (the settings
+importing ``lib`` applies to the process, below: idle threads sleep, denormal floats
+flush to zero), ``booktools`` (the build's command line, ``python -m lib.booktools``) and
+``bench`` (speed, as ratios; it times the engine, so it trains too). Each package's
+docstring names its modules. Chapters import what they need:
 ``from lib.data import signatures as sig``.
 """
 

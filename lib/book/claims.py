@@ -14,6 +14,12 @@ The status rule: a claim that held in every seed is *reproduced* (a claim labell
 a *new result*); one that held in some seeds but not all, or only on the seed mean, is
 *partly* reproduced; one that held in no seed is *not reproduced*.
 
+The verdict ``"as measured"`` (:data:`AS_MEASURED`) means *reported, not asserted*: the
+claim's status is computed from its evidence as for any other, shown, and counted apart
+(:data:`REPORTED`), but no verdict is checked against it. The value stays
+``"as measured"`` in the claims JSON, where the report reads it; the pages and tables
+call it "reported, not asserted".
+
 A try run (``make try``, :mod:`lib.book.trying`), whose settings are a reader's own, asserts
 no verdict either: a claim whose status misses its verdict is recorded ``as measured``, the
 verdict kept in ``try_verdict``, and the run ends with a table of them.
@@ -43,7 +49,7 @@ from .page import MISSING
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
 STATUSES = ("reproduced", "partly", "not reproduced", "new result")
-AS_MEASURED = "as measured"  # a verdict that records the status without asserting it
+AS_MEASURED = "as measured"  # reported, not asserted: the status is recorded, not checked
 ENV = "BOOK_CLAIMS_DIR"
 
 

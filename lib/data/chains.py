@@ -125,7 +125,7 @@ def markov_prediction(tokens, V: int, k: int, rows=None) -> torch.Tensor:
     estimated from the stream (pairs never cross the rows of a ``(B, T)`` stream), so
     :math:`(\hat P^k)_{s\nu}` is what chaining ``k`` next-token predictions says about
     :math:`x_{t+k}` given :math:`x_t = s`; at ``k = 1`` it is
-    :func:`next_token_signature` exactly. Shape ``(len(rows), V)``.
+    :func:`lib.data.signatures.next_token_signature` exactly. Shape ``(len(rows), V)``.
 
     :math:`\hat P` is sparse (at most one entry per distinct pair of the stream), so ``V``
     may be ~10^4: the powers are computed as :math:`R_1 = \hat P[\text{rows}]`,
@@ -384,7 +384,7 @@ def lm_signatures(
     (:func:`lib.data.chains.residual_skip_signature`,
     :func:`lib.data.chains.residual_window_signature`), the part a second stair has to
     learn beyond chaining next-token predictions. Their rows sum to zero, so the uniform
-    centring leaves them unchanged; :func:`alignment_curves` removes the mean row anyway.
+    centring leaves them unchanged; :func:`lib.measure.lm.alignment_curves` removes the mean row anyway.
     ``window=False`` leaves out the window signatures (``context_len`` skip signatures
     each, the slow part on a long stream).
     """

@@ -414,7 +414,7 @@ def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
 def plateau_tests(steps, emb: dict, st: dict, rows) -> tuple[dict, dict]:
     """The plateau test of each residual stair on the instances ``rows``, and of its smooth
     controls: ``plateau[n] = (wait, rise, wait / rise)`` and ``control[n, name] = wait / rise``
-    of each curve of :func:`smooth_rises` (read against the same null, from the same
+    of each curve of :func:`lib.measure.plateaus.smooth_rises` (read against the same null, from the same
     previous onset, with their own half-way onsets)."""
     plateau, control = {}, {}
     for n in RESIDUAL:

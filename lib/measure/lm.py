@@ -284,7 +284,7 @@ def split_half(stream_a, stream_b, V: int, tracked: Sequence[int], fn: Callable)
 
     ``fn(stream, V, tracked)`` estimates the target's rows on one stream (e.g.
     ``lambda s, V, t: sig.residual_skip_signature(s, V, 2, rows=t)``); it may return a
-    mapping of names to signatures (e.g. the ``phi`` of :func:`lm_signatures`), and then
+    mapping of names to signatures (e.g. the ``phi`` of :func:`lib.data.chains.lm_signatures`), and then
     the result maps each name to its agreement. Splitting the corpus (two halves of the
     documents, or of the stream) is the caller's choice.
     """

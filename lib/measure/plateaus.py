@@ -55,7 +55,7 @@ def plateau_and_fall(steps, bit_loss, after, level: float = 0.9, frac: float = 0
 
 def plateau_end(steps, mask) -> np.ndarray:
     """Per instance, the last logged step of a plateau (``mask``: ``(n_logs, K)`` bools, as in
-    :attr:`Stairs.plateaus`); ``-inf`` where the instance has no plateau."""
+    :attr:`lib.measure.staircase.Stairs.plateaus`); ``-inf`` where the instance has no plateau."""
     steps, mask = np.asarray(steps, dtype=float), np.asarray(mask, dtype=bool)
     last = np.where(mask.any(0), len(steps) - 1 - np.argmax(mask[::-1], 0), -1)
     return np.where(last >= 0, steps[np.maximum(last, 0)], -np.inf)

@@ -24,7 +24,7 @@ def rerun_horizon(steps, base: Stairs, tol: int) -> int:
     after that event: an event it then never reaches reads ``inf``, which is more than
     ``tol`` logged steps away too. Where the base run misses an event (``inf``), the rerun
     runs to the end: a late event there would otherwise go unseen. Read the truncated rerun
-    against the base run's onset levels (:meth:`BitRun.stairs`), not its own maximum.
+    against the base run's onset levels (:meth:`lib.measure.staircase.BitRun.stairs`), not its own maximum.
     """
     steps = np.asarray(steps)
     events = np.concatenate([*base.onsets.values(), *base.escapes.values()]).astype(float)

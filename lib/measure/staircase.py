@@ -238,7 +238,7 @@ class Stairs:
 
 @dataclass
 class BitRun:
-    """One batched run of :func:`train_bits`, labelled: read back by gamma, not by index.
+    """One batched run of :func:`lib.experiments.staircase_runs.train_bits`, labelled: read back by gamma, not by index.
 
     Attributes:
         history: the run's :class:`lib.training.engine.History` (instances gamma-major).
@@ -248,7 +248,7 @@ class BitRun:
         targets: the :class:`OrderTargets` it was measured against.
         floor: ``{order: floor}``, the permutation floor (:func:`lib.measure.nulls.floor_of`) or a
             Gaussian one (:func:`order_noise_floor`).
-        params: the trained weights of every instance (set by :func:`run_bits`).
+        params: the trained weights of every instance (set by :func:`lib.experiments.staircase_runs.run_bits`).
     """
 
     history: History
@@ -311,7 +311,7 @@ class BitRun:
         ``levels`` (``{order: (seeds,)}``, e.g. another run's :meth:`onset_levels`) puts the
         onsets where R first reaches those levels, instead of half this run's own maximum:
         a rerun read against its base run's levels is read like with like, and needs only
-        the steps up to its base run's last event (:func:`rerun_horizon`).
+        the steps up to its base run's last event (:func:`lib.measure.stability.rerun_horizon`).
         """
         steps, m = self.arm(gamma)
         orders = self.targets.orders

@@ -112,7 +112,7 @@ def first_order_attention_distance(s: torch.Tensor) -> torch.Tensor:
 
     A causal softmax row is :math:`A_{ij}=\frac1i(1+s_{ij}-\bar s_i)+O(s^2)`, so
     :math:`D\approx\frac1{2i}\sum_{j\le i}|s_{ij}-\bar s_i|`, averaged over rows and the batch
-    as in :func:`attention_distance`; ``s`` as :func:`attention_scores` returns it.
+    as in :func:`lib.measure.attention.attention_distance`; ``s`` as :func:`attention_scores` returns it.
     """
     L = s.shape[-1]
     i = torch.arange(1, L + 1, dtype=torch.float64, device=s.device)[:, None]
