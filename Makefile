@@ -179,7 +179,7 @@ bench: $(STAMP)
 	$(LOCK) $(BIN)/python -m lib.bench --build
 	$(BIN)/python -m lib.booktools timings docs/timings.md
 
-# Paper scale on the CPU, every training run cut to 2 steps (BOOK_SMOKE=1, lib/engine.py),
+# Paper scale on the CPU, every training run cut to 2 steps (BOOK_SMOKE=1, lib/training/engine.py),
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
 # asserted. Prints peak memory, time per step and the estimated paper time per chapter.
 paper-smoke: $(STAMP)

@@ -1,6 +1,6 @@
 """The book's additions to the rendered pages.
 
-* Every glued value is rendered by the book's one formatter (``lib.page.render_glued``):
+* Every glued value is rendered by the book's one formatter (``lib.book.page.render_glued``):
   a missing value shows as "—" whatever its format spec, never as ``nan``.
 * The book's stylesheet (``book.css``, beside this file): display equations never run out
   of the column, and the opening box is set apart.
@@ -28,7 +28,7 @@ MD_FOLDER = "md"  # where the chapters' Markdown sources are served (lib.book.st
 def _render_glue_with_the_books_formatter():
     from myst_nb.ext.glue import crossref, roles
 
-    from lib.page import render_glued
+    from lib.book.page import render_glued
 
     roles.format_plain_text = render_glued
     crossref.format_plain_text = render_glued

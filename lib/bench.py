@@ -6,20 +6,20 @@ steps per second (one "step" advances all K instances) and the ratios, once on o
 thread (how the book trains: one worker per core, one thread each) and once on torch's
 default (every core):
 
-* batched: one call of :func:`lib.engine.train` with K=16;
+* batched: one call of :func:`lib.training.engine.train` with K=16;
 * sequential: 16 calls with K=1, the same engine;
 * plain: 16 runs of an ordinary ``nn.Module`` + ``torch.optim.Adam`` loop, the
   implementation a reader would write first.
 
 A last line times one batched small-initialization run (gamma = 1) on modular addition
-with denormal floats flushed to zero, as the book does (``lib/__init__.py``), against the
+with denormal floats flushed to zero, as the book does (:mod:`lib.process`), against the
 same run computing with denormals.
 
 With ``--build`` it times the book's build instead (``python -m lib.bench --build``), at
 ``BOOK_SCALE=ci`` in temporary folders:
 
 * serial against parallel: every chapter one after another with torch free to use every
-  core (the old build), against :func:`lib.booktools.execute`'s parallel workers, one
+  core (the old build), against :func:`lib.book.execute.execute`'s parallel workers, one
   torch thread each;
 * busy against quiet: the parallel run again while another process keeps one core
   busy, chapter by chapter.
@@ -52,9 +52,10 @@ from functools import partial
 import torch
 import torch.nn as nn
 
-from .engine import train
 from .env import cpu_threads, quietly
-from .models import ACTIVATIONS, EmbMLP, LinearEmb, Transformer, build
+from .training.engine import train
+from .training.layers import ACTIVATIONS
+from .training.models import EmbMLP, LinearEmb, Transformer, build
 
 
 class _PlainEmbMLP(nn.Module):
@@ -162,8 +163,9 @@ def run(K=16, steps=200, V=161, L=9, d=32, batch=64, repeats=3, threads=None):
 
 _DENORMAL_RUN = """
 import time, torch
-from lib import engine, tasks
-from lib.models import EmbMLP, build
+from lib.data import tasks
+from lib.training import engine
+from lib.training.models import EmbMLP, build
 torch.set_flush_denormal({flush})  # overrides lib's import-time setting, before any
 # parallel op, so that torch's worker threads copy it
 d = tasks.with_marker(tasks.modular_addition(0, p=47).train, 161, 3)
@@ -203,7 +205,7 @@ def run_build(scale: str = "ci"):
     import tempfile
     from pathlib import Path
 
-    from . import booktools
+    from .book.execute import execute
     from .env import get_device
 
     device = str(get_device())
@@ -219,7 +221,7 @@ def run_build(scale: str = "ci"):
             )
             try:
                 t0 = time.perf_counter()
-                booktools.execute(Path(tmp) / name, scale, device, log=silent, **kw)
+                execute(Path(tmp) / name, scale, device, log=silent, **kw)
                 wall[name] = time.perf_counter() - t0
             finally:
                 if hog is not None:
@@ -293,11 +295,11 @@ def _smoke_child(md: str, out: str, errors: str) -> int:
     import nbformat
     from nbclient import NotebookClient
 
-    from . import booktools
+    from .book.notebook import ROOT, check_chapter
 
-    nb = booktools.check_chapter(Path(md))
+    nb = check_chapter(Path(md))
     client = NotebookClient(nb, timeout=None, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(booktools.ROOT)}})  # fmt: skip
+                            resources={"metadata": {"path": str(ROOT)}})  # fmt: skip
     try:
         client.execute()
     finally:
@@ -322,16 +324,16 @@ _SMOKE_CHILD = (
 
 
 def paper_smoke(out, only=None, log=print):
-    """Every chapter (or those ``only`` names, exactly: :func:`lib.booktools.select_chapters`)
+    """Every chapter (or those ``only`` names, exactly: :func:`lib.book.notebook.select_chapters`)
     at paper scale in the smoke mode, one at a time; returns one row per chapter (with the
     errors of its cells; every cell is run) and writes them to ``out/summary.json``."""
     from pathlib import Path
 
-    from . import booktools
+    from .book.notebook import ROOT, select_chapters
 
     # the report page last, on the claims recorded here; a name that is no chapter is
     # refused before anything runs
-    chapters = booktools.select_chapters(only)
+    chapters = select_chapters(only)
     out = Path(out).resolve()
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     env = {
@@ -341,7 +343,7 @@ def paper_smoke(out, only=None, log=print):
         "BOOK_DEVICE": os.environ.get("BOOK_DEVICE", "cpu"),
         "BOOK_QUIET": "1",
         "BOOK_CLAIMS_DIR": str(out / "claims"),
-        "PYTHONPATH": str(booktools.ROOT),
+        "PYTHONPATH": str(ROOT),
         **{v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
     }
     rows = []

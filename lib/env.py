@@ -8,12 +8,12 @@ CUDA and ``book`` otherwise; on a CPU, ``paper`` is refused unless ``BOOK_PAPER_
 available, else ``cpu``). ``BOOK_QUIET`` turns progress bars off.
 
 ``BOOK_SMOKE=1`` is the smoke mode (``make paper-smoke``): at any scale, every training run
-of :func:`lib.engine.train` makes :data:`SMOKE_STEPS` optimizer steps instead of its
+of :func:`lib.training.engine.train` makes :data:`SMOKE_STEPS` optimizer steps instead of its
 ``steps`` (the weights then stay as they are) and is logged at its first
 :data:`SMOKE_LOGS` logging steps and its last one, or at every one of them with
 ``BOOK_SMOKE_LOGS=all`` (then every history has its full shape, and the memory that the
 logs keep is measured too); a chapter's claims are recorded, not asserted
-(:mod:`lib.claims`). Each run's seconds per step and per log are appended, one JSON line
+(:mod:`lib.book.claims`). Each run's seconds per step and per log are appended, one JSON line
 per run, to the file named by ``BOOK_SMOKE_LOG`` (if set), from which ``make paper-smoke``
 estimates the full run's time.
 """

@@ -1,4 +1,4 @@
-"""The gamma law of Chapter 11 (lib/adam_plateau.py): the symmetry, the bilinear contrast,
+"""The gamma law of Chapter 11 (lib/theory/adam_plateau.py): the symmetry, the bilinear contrast,
 the readings of a run and the two-phase law, each against a direct computation."""
 
 import math
@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from lib import adam_plateau as ap
-from lib import engine, models, tasks
+from lib.data import tasks
+from lib.experiments import ch11_plateau_length_under_adam as ex
+from lib.theory import adam_plateau as ap
+from lib.training import engine, models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -136,17 +138,17 @@ def test_calibrate_reads_the_arm_without_its_escape():
     W1 = np.where(steps <= 40, 2.0 * steps, 80 + 0.1 * (steps - 40))
     D = np.where(steps <= 41, 1e-4, 1e-4 * np.exp(0.05 * (steps - 41)))
     hist = engine.History(steps, {"W1": np.stack([W1, W1], 1), "D": np.stack([D, 2 * D], 1)})
-    probe = ap.Probe(hist, np.array([1.25, 1.25]), np.array([100, 101]))
+    probe = ex.Probe(hist, np.array([1.25, 1.25]), np.array([100, 101]))
     t_p, D_entry, rate = ap.calibrate(probe, 1.25, [100, 101])
     assert t_p == 41 and D_entry == pytest.approx(1.5e-4) and rate == pytest.approx(0.05)
     flat = engine.History(steps, {"W1": np.stack([2.0 * steps] * 2, 1), "D": np.stack([D, D], 1)})
     with pytest.raises(ValueError, match="no knee"):
-        ap.calibrate(ap.Probe(flat, np.array([1.25, 1.25]), np.array([100, 101])), 1.25, [100, 101])
+        ap.calibrate(ex.Probe(flat, np.array([1.25, 1.25]), np.array([100, 101])), 1.25, [100, 101])
 
 
 def test_run_probe_logs_every_step_and_selects_arms():
     data, layout, model, _ = _tiny()
-    probe = ap.run_probe(model, data, layout, [0.5, 0.5, 1.0], [0, 1, 0], 4, lr=1e-2)
+    probe = ex.run_probe(model, data, layout, [0.5, 0.5, 1.0], [0, 1, 0], 4, lr=1e-2)
     h = probe.history
     np.testing.assert_array_equal(h.steps, np.arange(5))
     for name in ("D", "D_lin", "u", "M", "W1", "bit1", "step"):
@@ -157,15 +159,15 @@ def test_run_probe_logs_every_step_and_selects_arms():
     with pytest.raises(KeyError, match="gamma=0.7"):
         probe.arm(0.7, "D")
     with pytest.raises(ValueError, match="one gamma per seed"):
-        ap.run_probe(model, data, layout, [0.5], [0, 1], 2)
+        ex.run_probe(model, data, layout, [0.5], [0, 1], 2)
 
 
 def test_adam_clock_is_the_step_after_a_burst():
     """After a burst of gradients that then stops, Adam's 1/sqrt(v_hat) is phi(t)/sqrt(G),
     on the engine's own Adam step; a burst that does not stop breaks the law (control)."""
-    from lib.engine import _adam_step, _Hyper
+    from lib.training.optimizers import Hyper, adam_step
 
-    h = _Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
+    h = Hyper(0.0, (0.9, 0.999), 0.0, 0.0, False)
     t_p, T = 40, 300
     burst = torch.linspace(0.5, 2.0, t_p, dtype=torch.float64)
 
@@ -173,7 +175,7 @@ def test_adam_clock_is_the_step_after_a_burst():
         p, st, out = torch.zeros(2, dtype=torch.float64), {}, []
         for t in range(1, T + 1):
             g = burst[t - 1] if t <= t_p else torch.tensor(tail, dtype=torch.float64)
-            _adam_step(p, g.expand(2).clone(), st, 1e-3, t, h)
+            adam_step(p, g.expand(2).clone(), st, 1e-3, t, h)
             out.append(float((1 - 0.999**t) ** 0.5 / st["v"][0].sqrt()))
         return np.array(out)
 
@@ -212,7 +214,7 @@ def test_the_probe_reads_adams_step_on_the_bit1_coordinates():
 
 def test_run_probe_scales_the_antisymmetric_part_of_the_init():
     data, layout, model, _ = _tiny()
-    run = lambda scale, **kw: ap.run_probe(
+    run = lambda scale, **kw: ex.run_probe(
         model, data, layout, [0.5] * 3, [0, 0, 2], 3, anti_scale=scale, lr=1e-2, **kw
     )
     plain, one = run(1.0), run([1.0, 1.0, 1.0])

@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from lib import bench, booktools
+from lib import bench
+from lib.book.notebook import chapters
 
 
 def test_the_benchmark_shows_no_progress_bar_per_short_run(monkeypatch, capsys):
@@ -32,7 +33,7 @@ def test_paper_smoke_runs_exactly_the_chapter_named(tmp_path, monkeypatch, capsy
         return 0, 1.0, 2**20
 
     monkeypatch.setattr(bench, "_run_measured", measured)
-    first = booktools.chapters()[0].stem
+    first = chapters()[0].stem
     assert bench.main(["--paper-smoke", str(tmp_path / "smoke"), "--only=1"]) == 0
     assert ran == [first]
     rows = json.loads((tmp_path / "smoke" / "summary.json").read_text())

@@ -6,7 +6,10 @@ import pytest
 import torch
 import yaml
 
-from lib import booktools, experiments
+from lib import experiments
+from lib.book.cli import main
+from lib.book.fold import fold_plumbing
+from lib.book.notebook import BuildError, check_chapter, select_chapters
 from lib.env import SCALES, ConfigError, get_device, get_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +58,7 @@ def test_paper_scale_on_a_cpu_is_refused_naming_the_opt_in_and_the_time(
     monkeypatch.setenv("BOOK_DEVICE", "cpu")
     monkeypatch.delenv("BOOK_SMOKE", raising=False)
     monkeypatch.delenv("BOOK_PAPER_ON_CPU", raising=False)
-    assert booktools.main(["execute", str(tmp_path), "--only=01"]) == 2
+    assert main(["execute", str(tmp_path), "--only=01"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "BOOK_SCALE=paper on a CPU is refused" in err, err
     assert "BOOK_PAPER_ON_CPU=1" in err and "hours" in err, err
@@ -66,10 +69,10 @@ def test_paper_scale_on_a_cpu_is_refused_naming_the_opt_in_and_the_time(
         with monkeypatch.context() as m:
             for k, v in opt_in.items():
                 m.setenv(k, v)
-            assert booktools.main(["execute", str(tmp_path), "--only=01"]) == 0
+            assert main(["execute", str(tmp_path), "--only=01"]) == 0
     assert len(calls) == 2
     monkeypatch.setenv("BOOK_SCALE", "book")
-    assert booktools.main(["execute", str(tmp_path)]) == 0
+    assert main(["execute", str(tmp_path)]) == 0
     # where make paper-smoke has measured the chapters asked for, its estimate is named
     from lib.book.cli import SMOKE_SUMMARY, paper_estimate
 
@@ -86,15 +89,15 @@ def test_chapters_are_named_exactly_by_number_or_stem(tmp_path, monkeypatch, cap
     second = CHAPTERS[1].stem
     number = second.partition("_")[0]
     for name in (str(int(number)), number, second, f" {number}, "):
-        assert booktools.select_chapters(name) == [CHAPTERS[1]]
-    assert booktools.select_chapters(["1", second]) == CHAPTERS[:2]
-    assert booktools.select_chapters(None) == CHAPTERS
+        assert select_chapters(name) == [CHAPTERS[1]]
+    assert select_chapters(["1", second]) == CHAPTERS[:2]
+    assert select_chapters(None) == CHAPTERS
     calls = _no_execute(monkeypatch)
     monkeypatch.setenv("BOOK_SCALE", "ci")
-    assert booktools.main(["execute", str(tmp_path), f"--only={int(number)}"]) == 0
+    assert main(["execute", str(tmp_path), f"--only={int(number)}"]) == 0
     assert calls[-1]["only"] == [second]
     for bad in ("0", "-h", "1x", second[:4], "²", f"{number}x"):
-        assert booktools.main(["execute", str(tmp_path), f"--only={bad}"]) == 2
+        assert main(["execute", str(tmp_path), f"--only={bad}"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: no chapter {bad!r}") and err.count("\n") == 1, err
         assert all(md.stem in err for md in CHAPTERS), err
@@ -105,9 +108,9 @@ def test_a_chapter_number_shared_by_two_files_is_refused(tmp_path):
     (tmp_path / "chapters").mkdir()
     for stem in ("05_a", "05_b", "06_c"):
         (tmp_path / "chapters" / f"{stem}.md").write_text("")
-    with pytest.raises(booktools.BuildError, match="'5' is ambiguous: name one of 05_a, 05_b"):
-        booktools.select_chapters("5", tmp_path)
-    assert [m.stem for m in booktools.select_chapters("05_b 6", tmp_path)] == ["05_b", "06_c"]
+    with pytest.raises(BuildError, match="'5' is ambiguous: name one of 05_a, 05_b"):
+        select_chapters("5", tmp_path)
+    assert [m.stem for m in select_chapters("05_b 6", tmp_path)] == ["05_b", "06_c"]
 
 
 def _make_commands(*args: str, **variables: str) -> list[list[str]]:
@@ -140,7 +143,7 @@ def test_bad_input_is_one_line_without_a_traceback(tmp_path, monkeypatch, capsys
     """The command line's entry point, in this process: an exception that escaped it (a
     traceback) would fail the test."""
     monkeypatch.setenv("BOOK_DEVICE", "meta")
-    assert booktools.main(["execute", str(tmp_path)]) == 2
+    assert main(["execute", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: BOOK_DEVICE='meta'") and err.count("\n") == 1, err
 
@@ -157,7 +160,7 @@ def test_every_chapter_has_a_valid_config_at_every_scale_and_announces_it(md):
     for s in SCALES:
         cfg = experiments.config(module, s)
         assert cfg.scale == s and cfg.chapter() == md.stem
-    first = [c.source for c in booktools.check_chapter(md).cells if c.cell_type == "code"][0]
+    first = [c.source for c in check_chapter(md).cells if c.cell_type == "code"][0]
     name = module.__name__.rsplit(".", 1)[-1]
     assert f"from lib.experiments import {name} as ex" in first and "announce(ex" in first, (
         f"{md.name}: the first code cell must import {name} as ex and call announce(ex)"
@@ -204,7 +207,7 @@ def test_configs_are_frozen():
 def test_chapter_cells_are_short(md):
     """A chapter's code cells are at most 40 lines: the page shows the argument, the
     experiment module holds the plumbing."""
-    nb = booktools.check_chapter(md)
+    nb = check_chapter(md)
     for i, c in enumerate(c for c in nb.cells if c.cell_type == "code"):
         n = len(c.source.splitlines())
         assert n <= 40, f"{md.name}: code cell {i} has {n} lines (at most 40)"
@@ -216,7 +219,7 @@ def test_no_cell_shows_a_claim_record(md):
     into the page: the claims table at the end shows them."""
     import ast
 
-    nb = booktools.check_chapter(md)
+    nb = check_chapter(md)
     for i, c in enumerate(c for c in nb.cells if c.cell_type == "code"):
         body = ast.parse(c.source).body
         last = body[-1] if body else None
@@ -230,7 +233,7 @@ def test_chapters_are_runnable_myst_notebooks_and_in_toc():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = {c["file"] for part in toc["parts"] for c in part["chapters"]}
     for md in sorted((ROOT / "chapters").glob("*.md")):
-        nb = booktools.check_chapter(md)  # raises on a non-MyST header or no code cells
+        nb = check_chapter(md)  # raises on a non-MyST header or no code cells
         assert f"chapters/{md.stem}" in files, f"{md} is not in _toc.yml"
         src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         assert "announce(" in src, f"{md}: the first output must state scale and device"
@@ -247,13 +250,13 @@ def test_check_chapter_refuses_markdown_only_header(tmp_path):
         "---\njupytext:\n  text_representation:\n    format_name: markdown\n---\n\n```{code-cell} ipython3\n1\n```\n"
     )
     with pytest.raises(ValueError, match="extension: .md"):
-        booktools.check_chapter(bad)
+        check_chapter(bad)
 
 
 def _chapter_calls(md: Path):
     import ast
 
-    nb = booktools.check_chapter(md)
+    nb = check_chapter(md)
     tree = ast.parse("\n".join(c.source for c in nb.cells if c.cell_type == "code"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -282,13 +285,13 @@ def test_plumbing_is_folded_and_argument_cells_stay_open():
         {"cell_type": "code", "metadata": {"tags": ["remove-input"]}, "source": "glue()"},
         {"cell_type": "markdown", "metadata": {}, "source": "text"},
     ]}  # fmt: skip
-    tags = [c["metadata"].get("tags") for c in booktools.fold_plumbing(nb)["cells"]]
+    tags = [c["metadata"].get("tags") for c in fold_plumbing(nb)["cells"]]
     assert tags == [["hide-input"], ["show-input"], ["remove-input"], None]
 
 
 @pytest.mark.parametrize("md", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.stem)
 def test_every_figure_has_a_caption_and_is_referenced(md):
-    nb = booktools.check_chapter(md)
+    nb = check_chapter(md)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for cell in nb.cells:
         if cell.cell_type != "code" or "plt.show()" not in cell.source:
@@ -300,11 +303,11 @@ def test_every_figure_has_a_caption_and_is_referenced(md):
 
 @pytest.mark.parametrize("md", sorted((ROOT / "chapters").glob("*.md")), ids=lambda p: p.stem)
 def test_every_glued_figure_is_pasted_with_a_caption_and_a_name(md):
-    """A figure glued to be shown elsewhere (lib.page.glue_figure: a chapter's key figure) is
+    """A figure glued to be shown elsewhere (lib.book.page.glue_figure: a chapter's key figure) is
     pasted once with ``{glue:figure}``, a ``:name:`` and a caption."""
     import re
 
-    nb = booktools.check_chapter(md)
+    nb = check_chapter(md)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for cell in nb.cells:
         for key in re.findall(
@@ -317,18 +320,28 @@ def test_every_glued_figure_is_pasted_with_a_caption_and_a_name(md):
             assert paste.group(2).strip(), f"{md.name}: glued figure {key} has no caption"
 
 
-def test_the_library_docstring_names_every_module():
+def test_every_package_docstring_names_each_of_its_modules():
+    """``lib/__init__.py`` names its layers and top modules, and each package's docstring
+    names its own modules (the chapters' experiment modules by their pattern)."""
+    import importlib
     import pkgutil
 
     import lib
 
-    names = [m.name for m in pkgutil.iter_modules(lib.__path__)]
-    missing = [n for n in names if f"``{n}``" not in lib.__doc__]
-    assert not missing, f"lib/__init__.py's docstring does not name: {missing}"
+    missing = []
+    packages = ["lib"] + [i.name for i in pkgutil.walk_packages(lib.__path__, "lib.") if i.ispkg]
+    for name in packages:
+        pkg = importlib.import_module(name)
+        for child in pkgutil.iter_modules(pkg.__path__):
+            if name == "lib.experiments" and child.name.startswith("ch"):
+                continue  # one per chapter: ``experiments.chNN_name``
+            if f"``{child.name}``" not in (pkg.__doc__ or ""):
+                missing.append(f"{name}.{child.name}")
+    assert not missing, f"not named in their package's docstring: {missing}"
 
 
 def test_no_chapter_brings_its_own_colours_or_figure_sizes():
-    """Colours come from lib.style's palettes and sizes from style.subplots/figsize: no
+    """Colours come from lib.book.style's palettes and sizes from style.subplots/figsize: no
     colour literal, hex code or figsize tuple in a chapter's code or experiment module."""
     import re
 
@@ -336,12 +349,12 @@ def test_no_chapter_brings_its_own_colours_or_figure_sizes():
         r"""(colou?r|cmap)\s*=\s*["']|["']#[0-9a-fA-F]{6}["']|figsize\s*=\s*\("""
         r"""|plt\.cm\.|\bcm\.\w+\(|palette\("""
     )
-    sources = {md.name: "\n".join(c.source for c in booktools.check_chapter(md).cells
+    sources = {md.name: "\n".join(c.source for c in check_chapter(md).cells
                                   if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
     sources |= {p.name: p.read_text() for p in (ROOT / "lib" / "experiments").glob("*.py")}
     for name, src in sources.items():
         hits = [ln.strip() for ln in src.splitlines() if bad.search(ln)]
-        assert not hits, f"{name}: use lib.style's palettes and sizes instead of {hits[:3]}"
+        assert not hits, f"{name}: use lib.book.style's palettes and sizes instead of {hits[:3]}"
 
 
 def test_one_name_per_concept_no_g_and_no_clash_dodging_names():
@@ -351,7 +364,7 @@ def test_one_name_per_concept_no_g_and_no_clash_dodging_names():
     import tokenize
 
     sources = {p.name: p.read_text() for p in (ROOT / "lib").rglob("*.py")}
-    sources |= {md.name: "\n".join(c.source for c in booktools.check_chapter(md).cells
+    sources |= {md.name: "\n".join(c.source for c in check_chapter(md).cells
                                    if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
     for name, src in sources.items():
         toks = tokenize.generate_tokens(io.StringIO(src).readline)

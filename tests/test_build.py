@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 from toybook import HEADER, PROJECT, cli, make_toy
 
-from lib import booktools
+from lib.book import testcache
+from lib.book.execute import execute
+from lib.book.notebook import STAMP_KEY, BuildError, convert, write_error
+from lib.book.pool import worker_env
+from lib.book.stage import stage
+from lib.book.stamps import chapter_stamp, lib_closure
+from lib.book.timing import timing_table
 
 
 @pytest.fixture
@@ -37,14 +43,14 @@ def _run(toy: Path, *args: str, env=None) -> str:
 def _executed(toy: Path, scale: str = "ci") -> list[str]:
     """Execute the toy book in this process (the CLI's own function, without the seconds
     of a new process importing torch); return the chapters that were executed."""
-    status = booktools.execute(toy / "build" / "executed", scale, "cpu", toy, log=lambda *a: None)
+    status = execute(toy / "build" / "executed", scale, "cpu", toy, log=lambda *a: None)
     return sorted(k for k, v in status.items() if v == "executed")
 
 
 def _html(toy: Path, scale: str = "ci") -> dict[str, str]:
     """Execute, stage and build the toy book as `make book` does; return page texts."""
     _executed(toy, scale)
-    booktools.stage(toy / "build" / "executed", toy / "build" / "book", root=toy)
+    stage(toy / "build" / "executed", toy / "build" / "book", root=toy)
     jb = Path(sys.executable).with_name("jupyter-book")
     subprocess.run([str(jb), "build", str(toy / "build" / "book"), "--path-output", str(toy)],
                    check=True, capture_output=True, cwd=toy)  # fmt: skip
@@ -69,24 +75,47 @@ def test_a_scale_change_shows_the_new_scale(toy):
 
 def test_stamps_track_data_files_versions_scale_and_device(toy):
     md = toy / "chapters" / "01_a.md"
-    s = booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
-    assert s == booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
-    assert s != booktools.chapter_stamp(md, "book", "cpu", toy, env="e1")
-    assert s != booktools.chapter_stamp(md, "ci", "cuda:0", toy, env="e1")
-    assert s != booktools.chapter_stamp(md, "ci", "cpu", toy, env="e2")  # a package version
+    s = chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s == chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s != chapter_stamp(md, "book", "cpu", toy, env="e1")
+    assert s != chapter_stamp(md, "ci", "cuda:0", toy, env="e1")
+    assert s != chapter_stamp(md, "ci", "cpu", toy, env="e2")  # a package version
     (toy / "lib" / "table.csv").write_text("1,2\n")  # a non-.py file in lib/
-    assert s != booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s != chapter_stamp(md, "ci", "cpu", toy, env="e1")
     # lib.b is not imported by chapter A: editing it leaves A's stamp alone
-    s = booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    s = chapter_stamp(md, "ci", "cpu", toy, env="e1")
     (toy / "lib" / "b.py").write_text('WORD = "second"\n')
-    assert s == booktools.chapter_stamp(md, "ci", "cpu", toy, env="e1")
+    assert s == chapter_stamp(md, "ci", "cpu", toy, env="e1")
 
 
 def test_transitive_imports_are_followed(toy):
     (toy / "lib" / "a.py").write_text("from .c import X\nVALUE = X\n")
     (toy / "lib" / "c.py").write_text("X = 3\n")
     code = "from lib.a import VALUE\n"
-    assert [p.name for p in booktools.lib_closure(code, toy)] == ["__init__.py", "a.py", "c.py"]
+    assert [p.name for p in lib_closure(code, toy)] == ["__init__.py", "a.py", "c.py"]
+
+
+def test_modules_in_layer_folders_are_followed_across_layers(toy):
+    """The library's layers are folders: a chapter's stamp holds a module two folders away,
+    reached by an absolute import and then by relative ones across layers, with the
+    packages on the way; a module of another layer that nothing imports stays out."""
+    for layer in ("measure", "training"):
+        (toy / "lib" / layer).mkdir()
+        (toy / "lib" / layer / "__init__.py").write_text("")
+    (toy / "lib" / "measure" / "stairs.py").write_text("from ..training.engine import T\n")
+    (toy / "lib" / "training" / "engine.py").write_text("from . import init\nT = 1\n")
+    (toy / "lib" / "training" / "init.py").write_text("")
+    (toy / "lib" / "training" / "sweep.py").write_text("")
+    code = "from lib.measure.stairs import T\nfrom lib.measure import stairs as st\n"
+    got = [str(p.relative_to(toy / "lib")) for p in lib_closure(code, toy)]
+    assert got == [
+        "__init__.py",
+        "measure/__init__.py",
+        "measure/stairs.py",
+        "training/__init__.py",
+        "training/engine.py",
+        "training/init.py",
+    ]
 
 
 def test_a_subpackage_module_and_its_relative_imports_are_followed(toy):
@@ -101,7 +130,7 @@ def test_a_subpackage_module_and_its_relative_imports_are_followed(toy):
     (toy / "lib" / "a.py").write_text("A = 1\n")
     (toy / "lib" / "c.py").write_text("X = 3\n")
     code = "from lib.experiments import ch01_a as ex\n"
-    got = [str(p.relative_to(toy / "lib")) for p in booktools.lib_closure(code, toy)]
+    got = [str(p.relative_to(toy / "lib")) for p in lib_closure(code, toy)]
     assert got == [
         "__init__.py",
         "a.py",
@@ -154,14 +183,14 @@ def test_two_concurrent_runs_both_finish_and_agree(toy):
     # They took turns: one executed both chapters, the other found them up to date.
     assert sorted(o.count("up to date)") and "(2 up to date)" in o for o in outs) == [False, True]
     for nb in (toy / "build" / "executed").glob("*.ipynb"):
-        assert json.loads(nb.read_text())["metadata"][booktools.STAMP_KEY]
+        assert json.loads(nb.read_text())["metadata"][STAMP_KEY]
 
 
 def test_stage_refuses_a_notebook_without_outputs_and_names_it(toy, tmp_path):
     executed = tmp_path / "never_run"
-    booktools.convert(executed, root=toy)
-    with pytest.raises(booktools.BuildError, match="01_a.ipynb has no outputs"):
-        booktools.stage(executed, tmp_path / "staged", root=toy)
+    convert(executed, root=toy)
+    with pytest.raises(BuildError, match="01_a.ipynb has no outputs"):
+        stage(executed, tmp_path / "staged", root=toy)
 
 
 def test_a_failing_chapter_is_named_in_one_line(toy):
@@ -247,24 +276,24 @@ def test_the_timing_table_lists_phases_and_notebooks_and_records_their_seconds(t
     )
     (tmp_path / ".cache").mkdir()
     (tmp_path / ".cache" / "chapter-durations.json").write_text('{"01_a": 70.0, "03_c": 9.0}')
-    table = booktools.timing_table(times, root=tmp_path)
+    table = timing_table(times, root=tmp_path)
     rows = {line.split()[0]: line.split()[1:] for line in table.splitlines() if line.strip()}
     assert rows["lint"] == ["5"] and rows["chapters"] == ["250"] and rows["total"] == ["256"]
     assert rows["02_b"] == ["200", "passed"] and rows["01_a"] == ["50", "failure"]
     recorded = json.loads((tmp_path / ".cache" / "chapter-durations.json").read_text())
     assert recorded == {"01_a": 70.0, "02_b": 200.4, "03_c": 9.0}  # a failed run: a lower bound
     (tmp_path / ".cache" / "chapter-durations.json").write_text('{"01_a": 7.0}')
-    booktools.timing_table(times, root=tmp_path)
+    timing_table(times, root=tmp_path)
     recorded = json.loads((tmp_path / ".cache" / "chapter-durations.json").read_text())
     assert recorded == {"01_a": 50.0, "02_b": 200.4}
 
 
 def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path, monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    env = booktools.worker_env(tmp_path, "ci", "cpu")
+    env = worker_env(tmp_path, "ci", "cpu")
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert env["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in booktools.worker_env(tmp_path, "ci", "cpu", threads=None)
+    assert "OMP_WAIT_POLICY" not in worker_env(tmp_path, "ci", "cpu", threads=None)
 
 
 def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
@@ -284,8 +313,8 @@ def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, mo
     a failed one, an edited lib module, other thread settings or FRESH=1 run it again."""
     nb, cache, times = toy / "executed", toy / "build" / "test-cache", toy / "times"
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    booktools.convert(nb, root=toy)
-    restore = lambda **kw: booktools.testcache.restore(nb, cache, times, root=toy, **kw)
+    convert(nb, root=toy)
+    restore = lambda **kw: testcache.restore(nb, cache, times, root=toy, **kw)
     assert restore() == (["01_a", "02_b"], [])
     for stem in ("01_a", "02_b"):  # what nbmake leaves: executed notebooks and claims
         run = json.loads((nb / f"{stem}.ipynb").read_text())
@@ -297,14 +326,14 @@ def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, mo
         '<testsuites><testsuite><testcase name="01_a.ipynb" time="3"/><testcase name="02_b.ipynb"'
         ' time="4"><failure message="boom"/></testcase></testsuite></testsuites>'
     )
-    assert booktools.testcache.store(nb, cache, junit) == ["01_a"]  # never a failure
-    booktools.convert(nb, root=toy)  # make test starts from unexecuted notebooks
+    assert testcache.store(nb, cache, junit) == ["01_a"]  # never a failure
+    convert(nb, root=toy)  # make test starts from unexecuted notebooks
     (nb / "claims" / "01_a.json").unlink()
     assert restore() == (["02_b"], ["01_a"])
     assert json.loads((nb / "01_a.ipynb").read_text())["cells"][-1]["outputs"][0]["text"] == "01_a"
     assert json.loads((nb / "claims" / "01_a.json").read_text()) == {"chapter": "01_a"}
     assert (nb / "todo.txt").read_text() == f"{nb / '02_b'}.ipynb\n"
-    table = booktools.timing_table(times, root=toy, record=False)
+    table = timing_table(times, root=toy, record=False)
     assert "01_a" in table and "passed before, unchanged" in table
     assert restore(fresh=True) == (["01_a", "02_b"], [])
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
@@ -404,7 +433,7 @@ def test_a_write_that_fails_leaves_no_temporary_file_and_is_named_in_one_line(
     with pytest.raises(OSError) as err:
         notebook.atomic_write(tmp_path / "out" / "01_a.ipynb", "{}")
     assert list((tmp_path / "out").iterdir()) == []
-    assert booktools.write_error(err.value) == (
+    assert write_error(err.value) == (
         f"cannot write {tmp_path / 'out' / '01_a.ipynb'}: the disk is full "
         "(No space left on device)"
     )

@@ -1,11 +1,11 @@
-"""lib.engine.cached_callbacks: several logged fields read off one measurement per step."""
+"""lib.training.engine.cached_callbacks: several logged fields read off one measurement per step."""
 
 import numpy as np
 import pytest
 import torch
 
-from lib.engine import cached_callbacks, train
-from lib.models import EmbMLP, build
+from lib.training.engine import cached_callbacks, train
+from lib.training.models import EmbMLP, build
 
 
 def _data(V=11, L=4, N=32, seed=0):

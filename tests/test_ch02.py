@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from lib.book.interactive import slider_figure
 from lib.experiments import ch02_context_staircase as ex
-from lib.interactive import slider_figure
 
 
 class FakeRun:

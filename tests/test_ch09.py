@@ -11,30 +11,8 @@ import torch
 from lib.env import ConfigError
 from lib.experiments import ch09_qk_rate_and_the_staircase as ex
 from lib.experiments import config
-
-
-def test_gate_blind_keeps_order0_and_removes_bit1_information():
-    task = ex.parity_task(12, 12, n_perm=5)
-    data, layout = task.data, task.layout
-    blind, own = ex.gate_blind(task, seed=0, n_perm=5)
-    lay = blind.layout
-    B = layout.block
-    # The order-0 part i_z + a of every label is kept; only the block (bit 1) changes.
-    assert torch.equal(blind.data.y % B, data.y % B)
-    assert torch.equal(blind.data.y // B, (lay.bit1 == -1).long())
-    # Same multiset of bits, now independent of (gate, anchor parity): each of the four
-    # cells has about half of each sign, while the real task is deterministic in them.
-    g = (data.X[:, -1] == layout.gates[0]).long()
-    odd = (data.X[:, 1] % 2).long()
-    assert sorted(lay.bit1.tolist()) == sorted(layout.bit1.tolist())
-    for cell in range(4):
-        rows = (2 * g + odd) == cell
-        assert abs(float((lay.bit1[rows] == 1).double().mean()) - 0.5) < 0.2
-        assert float((layout.bit1[rows] == 1).double().mean()) in (0.0, 1.0)
-    # The control is read against the rule's targets and null; its own targets differ.
-    assert blind.targets is task.targets and blind.null is task.null
-    assert set(own.targets.phis) == {0, 1} and own.null is not task.null
-    assert not torch.allclose(own.targets.phis[1], task.targets.phis[1])
+from lib.measure import attention, nulls, statistics
+from lib.measure import staircase as st
 
 
 def test_staircase_config_is_chapter_2s_and_refuses_a_mismatch():
@@ -54,12 +32,12 @@ def _small(cfg, **kw):
 @pytest.mark.parametrize("ov", ["learned", "identity"])
 def test_the_sweep_runs_and_is_summarized_per_instance(ov):
     cfg = _small(config(ex, "ci"))
-    task = ex.parity_task(4, 8, cfg.null_perm)
+    task = st.parity_task(4, 8, cfg.null_perm)
     sw = ex.rate_sweep((0.1, 1.0), (0, 1))
     for qk in cfg.qk_kinds:
         model = ex.attention_model(task.data, cfg.d_model, cfg.d_hidden, qk, ov)
         h = ex.train_rates(cfg, model, task, sw, "cpu", steps=12, n_logs=4)
-        floor = ex.run_floor(h, cfg)
+        floor = nulls.run_floors(h, cfg.null_q)
         assert set(floor) == {0, 1} and h["null1"].shape[1:] == (4, 5)
         ds = ex.stair_summary(h, sw, floor, cfg)
         assert ds["escape1"].dims == ("r", "seed") and ds["escape1"].shape == (2, 2)
@@ -105,7 +83,7 @@ def test_counted_needs_convergence_and_a_majority_of_seeds_at_the_rate():
     # r = 0.1: 2 of 3 seeds converged, so its converged seeds count; r = 1: only 1 of 3.
     assert ds["counted"].values.tolist() == [[True, True, False], [False] * 3, [False] * 3]
     np.testing.assert_array_equal(np.isfinite(ex.where_counted(ds, "R1")), ds["counted"].values)
-    share = ex.share_band(np.where(ds["counted"].values, 1.0, np.nan), 50, 0)
+    share = statistics.share_band(np.where(ds["counted"].values, 1.0, np.nan), 50, 0)
     assert share[0, 0] == 1.0 and np.isnan(share[1:]).all()
 
 
@@ -144,19 +122,19 @@ def test_failed_table_is_empty_with_its_columns_when_everything_converged():
 def test_attention_callbacks_read_the_models_own_readout_attention(ov, qk):
     """The callbacks read layer 0's attention off a view of the model without its value
     path and MLP: the same numbers as the full forward's, shared (N, L) and (K, N, L) inputs."""
-    from lib import models
+    from lib.training import models, transformer
 
-    task = ex.parity_task(4, 8, n_perm=5)
+    task = st.parity_task(4, 8, n_perm=5)
     model = ex.attention_model(task.data, 16, 16, qk, ov)
     params0 = models.build(model, [0, 1, 2], gamma=0.5)
     gen = torch.Generator().manual_seed(0)
     params = {n: v + 0.1 * torch.randn(v.shape, generator=gen) for n, v in params0.items()}
     X = task.data.X
     for X_in in (X, torch.stack([X, X.flip(0), X])):
-        cb = ex.attention_callbacks(model, X_in, params0)
+        cb = attention.readout_attention_callbacks(model, X_in, params0)
         with torch.no_grad():
             row = model.forward(params, X_in, return_attention=True)[1][0][..., -1, :].double()
-            W = ex.qk_product(model, params)
+            W = transformer.qk_product(model, params)
         assert torch.equal(cb["attn"](5, params), row.mean(1))
         assert torch.equal(cb["attn_max"](5, params), row.max(-1).values.mean(1))
         assert torch.equal(cb["attn_dist"](5, params), 0.5 * (row - 1 / 3).abs().sum(-1).mean(1))

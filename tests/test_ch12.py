@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from lib import models, tasks
-from lib import staircase as st
+from lib.data import tasks
 from lib.experiments import ch12_attention_that_learns as ex
 from lib.experiments import config
+from lib.measure import staircase as st
+from lib.training import models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,11 +1,12 @@
-"""lib.corpora.char_split: a corpus split by whole documents and encoded as characters."""
+"""lib.data.tokenizers.char_split: a corpus split by whole documents and encoded as characters."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lib import corpora as C
+from lib.data import corpora as C
+from lib.data import tokenizers
 
 
 def _corpus(docs: dict[str, str]) -> C.Corpus:
@@ -24,7 +25,7 @@ def test_char_split_encodes_both_sides_with_the_training_vocabulary():
     val_names = C.validation_documents(_corpus(docs), 0.2)
     docs[val_names[0]] += "xyz"  # characters that occur in no training document
     corpus = _corpus(docs)
-    split = C.char_split(corpus, 0.2)
+    split = tokenizers.char_split(corpus, 0.2)
     train_text, val_text = C.split_by_document(corpus, 0.2)
     assert split.val_documents == val_names == C.validation_documents(corpus, 0.2)
     assert split.tokenizer.chars == sorted(set(train_text))
@@ -36,23 +37,23 @@ def test_char_split_encodes_both_sides_with_the_training_vocabulary():
 
 def test_char_split_keeps_every_validation_character_the_training_text_has():
     corpus = _corpus({f"d{i}": "ab\ncd" for i in range(5)})
-    split = C.char_split(corpus)
+    split = tokenizers.char_split(corpus)
     assert split.val_text == C.split_by_document(corpus)[1]  # nothing to drop
 
 
 @pytest.mark.parametrize("val_fraction", [-0.1, 1.0])
 def test_char_split_refuses_a_bad_fraction(val_fraction):
     with pytest.raises(ValueError, match="val_fraction"):
-        C.char_split(_corpus({"a": "x", "b": "y"}), val_fraction)
+        tokenizers.char_split(_corpus({"a": "x", "b": "y"}), val_fraction)
 
 
 def test_shakespeare_char_split_is_the_chapters_old_recipe():
     """Chapters 7 and 9 built this by hand: the tokenizer of the training plays, and the
     validation plays less the one character the training plays lack."""
     corpus = C.load_shakespeare()
-    split = C.char_split(corpus)
+    split = tokenizers.char_split(corpus)
     train_text, val_text = C.split_by_document(corpus)
-    tok = C.CharTokenizer(train_text)
+    tok = tokenizers.CharTokenizer(train_text)
     assert split.tokenizer.chars == tok.chars
     assert torch.equal(split.train, tok.encode(train_text))
     dropped = set(val_text) - set(tok.chars)

@@ -1,8 +1,8 @@
-"""lib/claims.py: the status rule, the verdict check, and the report's refusal of gaps."""
+"""lib/book/claims.py: the status rule, the verdict check, and the report's refusal of gaps."""
 
 import pytest
 
-from lib import claims
+from lib.book import claims
 
 
 def test_status_rule():

@@ -1,4 +1,4 @@
-"""Offline corpora and tokenizers (lib/corpora.py)."""
+"""Offline corpora and tokenizers (lib/data/corpora.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from lib import corpora as C
-from lib import corpus_files
+from lib.data import corpora as C
+from lib.data import corpus_files, tokenizers
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_kjv_books_match_jsonl(kjv):
 
 def test_a_text_hash_mismatch_on_pinned_files_blames_the_loader(monkeypatch):
     monkeypatch.setattr(C, "KJV_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py reads them"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/data/corpora.py reads them"):
         C.load_kjv()
     assert C.load_kjv(verify=False).sha256 != "0" * 64
 
@@ -289,7 +289,7 @@ def test_wiki_markup_is_gone(wiki):
 
 def test_wiki_hash_mismatch_and_missing_package_and_determinism(monkeypatch, wiki):
     monkeypatch.setattr(C, "WIKI_SHA256", "0" * 64)
-    with pytest.raises(C.CorpusHashError, match="the loader in lib/corpora.py"):
+    with pytest.raises(C.CorpusHashError, match="the loader in lib/data/corpora.py"):
         C.load_wiki()
     # verify=False reads the same corpus again: the load is deterministic
     again = C.load_wiki(verify=False)
@@ -375,7 +375,7 @@ def test_strip_wiki_markup(wikitext, plain):
 
 def test_char_tokenizer_round_trip(shakespeare, kjv):
     for corpus, size in ((shakespeare, 81), (kjv, 65)):
-        tok = C.CharTokenizer(corpus.text)
+        tok = tokenizers.CharTokenizer(corpus.text)
         assert tok.vocab_size == size
         # every character of the corpus, then a stretch of it (the whole corpus takes seconds)
         text = "".join(sorted(set(corpus.text))) + corpus.text[:200_000]
@@ -386,7 +386,7 @@ def test_char_tokenizer_round_trip(shakespeare, kjv):
         assert tok.decode(ids[size : size + 50].tolist()) == corpus.text[:50]
         assert "".join(tok.id_to_token(i) for i in range(size)) == "".join(sorted(set(corpus.text)))
     with pytest.raises(KeyError, match="not in the tokenizer's vocabulary"):
-        C.CharTokenizer("abc").encode("abd")
+        tokenizers.CharTokenizer("abc").encode("abd")
 
 
 @pytest.fixture(scope="module")
@@ -397,9 +397,9 @@ def kjv_split(kjv):
 def test_train_bpe_round_trip_and_cache(tmp_path, kjv_split):
     train, val = kjv_split
     text = train[:400_000]
-    tok = C.train_bpe(text, 400, cache_dir=tmp_path)
+    tok = tokenizers.train_bpe(text, 400, cache_dir=tmp_path)
     assert not tok.from_cache
-    expected = C.bpe_cache_path(text, 400, tmp_path)
+    expected = tokenizers.bpe_cache_path(text, 400, tmp_path)
     assert tok.path == expected and expected.is_file()
     assert expected.stat().st_mode & 0o777 == 0o644  # readable by all, not mkstemp's 0600
     assert tok.vocab_size == 400
@@ -411,20 +411,20 @@ def test_train_bpe_round_trip_and_cache(tmp_path, kjv_split):
     assert tok.id_to_token(int(tok.encode(" the")[0])) == " the"
     # Second call: loaded from disk, same file, same encoding.
     mtime = expected.stat().st_mtime_ns
-    again = C.train_bpe(text, 400, cache_dir=tmp_path)
+    again = tokenizers.train_bpe(text, 400, cache_dir=tmp_path)
     assert again.from_cache and again.path == expected and expected.stat().st_mtime_ns == mtime
     assert torch.equal(again.encode(val), tok.encode(val))
     assert again.tokenizer.to_str() == tok.tokenizer.to_str()
     assert [p.name for p in tmp_path.iterdir()] == [expected.name]  # no temp files left
     # Another size is another cache entry.
-    assert C.train_bpe(text, 300, cache_dir=tmp_path).path.name.endswith("_v300.json")
+    assert tokenizers.train_bpe(text, 300, cache_dir=tmp_path).path.name.endswith("_v300.json")
 
 
 def test_bpe_chunked_encode_equals_single_call(tmp_path, shakespeare):
     # Trained on Shakespeare so that "\n\n" is a merged token: cutting a text right after
     # "\n\n" would then change the ids, which is what the safe-cut rule must avoid.
     train, val = C.split_by_document(shakespeare)
-    tok = C.train_bpe(train[:300_000], 350, cache_dir=tmp_path)
+    tok = tokenizers.train_bpe(train[:300_000], 350, cache_dir=tmp_path)
     assert "ĊĊ" in tok.tokenizer.get_vocab()
     for sample in (val[:300_000], shakespeare.text[-100_000:]):
         chunked = tok.encode(sample, chunk=2_000)
@@ -434,25 +434,25 @@ def test_bpe_chunked_encode_equals_single_call(tmp_path, shakespeare):
 
 
 def test_default_bpe_cache_location():
-    assert C.DEFAULT_BPE_CACHE == C.REPO_ROOT / ".cache" / "bpe"
-    assert (C.REPO_ROOT / "lib" / "corpora.py").is_file()
+    assert tokenizers.DEFAULT_BPE_CACHE == tokenizers.REPO_ROOT / ".cache" / "bpe"
+    assert (tokenizers.REPO_ROOT / "lib" / "data" / "corpora.py").is_file()
 
 
 def test_bpe_cache_key_holds_every_trainer_setting(tmp_path, monkeypatch):
     text = "to be or not to be\nthat is the question\n" * 200
-    first = C.train_bpe(text, 280, cache_dir=tmp_path)
-    assert C.train_bpe(text, 280, cache_dir=tmp_path).from_cache
-    settings = C.bpe_settings
+    first = tokenizers.train_bpe(text, 280, cache_dir=tmp_path)
+    assert tokenizers.train_bpe(text, 280, cache_dir=tmp_path).from_cache
+    settings = tokenizers.bpe_settings
     # A new tokenizers version (or any changed setting) is another key: it retrains.
-    monkeypatch.setattr(C, "bpe_settings", lambda v: {**settings(v), "tokenizers": "99.0"})
-    again = C.train_bpe(text, 280, cache_dir=tmp_path)
+    monkeypatch.setattr(tokenizers, "bpe_settings", lambda v: {**settings(v), "tokenizers": "99.0"})
+    again = tokenizers.train_bpe(text, 280, cache_dir=tmp_path)
     assert not again.from_cache and again.path != first.path
 
 
 def test_a_truncated_bpe_cache_file_is_named_and_rebuilt(tmp_path, capsys):
     text = "to be or not to be\nthat is the question\n" * 200
-    path = C.train_bpe(text, 280, cache_dir=tmp_path).path
+    path = tokenizers.train_bpe(text, 280, cache_dir=tmp_path).path
     path.write_text(path.read_text()[:100])
-    tok = C.train_bpe(text, 280, cache_dir=tmp_path)
+    tok = tokenizers.train_bpe(text, 280, cache_dir=tmp_path)
     assert not tok.from_cache and str(path) in capsys.readouterr().out
-    assert C.train_bpe(text, 280, cache_dir=tmp_path).from_cache
+    assert tokenizers.train_bpe(text, 280, cache_dir=tmp_path).from_cache

@@ -1,4 +1,4 @@
-"""Chapter 6's tools (lib/embedstruct.py) and tasks (gated/plain/synonym twins in lib/tasks.py)."""
+"""Chapter 6's tools (lib/training/embedstruct.py) and tasks (gated/plain/synonym twins in lib/data/tasks.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib import embedstruct as ES
-from lib import tasks as T
+from lib.data import tasks as T
 from lib.env import ConfigError
+from lib.training import embedstruct as ES
 
 
 def test_control_shares_t3_rows_and_moves_information_to_order_0():

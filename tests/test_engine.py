@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from lib.engine import TrainingDivergedError, cross_entropy, log_grid, log_steps, train
 from lib.env import ConfigError
-from lib.init import ParamSpec, init_params
-from lib.models import EmbMLP, LinearEmb, Transformer, build, embed_sum
+from lib.training.engine import TrainingDivergedError, cross_entropy, log_grid, log_steps, train
+from lib.training.init import ParamSpec, init_params
+from lib.training.layers import embed_sum
+from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 
 def _data(V=11, L=4, N=64, seed=0):
@@ -332,7 +333,7 @@ def test_transformer_trains_with_per_group_rates():
 
 
 def test_instance_batches_and_accuracy_callback():
-    from lib.engine import accuracy_callback, instance_batches
+    from lib.training.engine import accuracy_callback, instance_batches
 
     d0 = (torch.zeros(10, 3, dtype=torch.long), torch.zeros(10, dtype=torch.long))
     d1 = (torch.ones(7, 3, dtype=torch.long), torch.ones(7, dtype=torch.long))

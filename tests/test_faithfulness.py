@@ -1,4 +1,4 @@
-"""lib.metrics.faithfulness against a sequence-by-sequence computation, for (B, L) and
+"""lib.measure.attention.faithfulness against a sequence-by-sequence computation, for (B, L) and
 (K, B, L) tokens."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import metrics as M
-from lib.models import Transformer, build
+from lib.measure import attention
+from lib.training.models import Transformer, build
 
 K, B, L, V, PAD = 3, 6, 7, 10, 0
 
@@ -62,7 +62,7 @@ def test_faithfulness_is_the_sequence_by_sequence_computation(layout):
     if layout == "per_instance":  # each instance its own sequences
         X = torch.stack([X.roll(k, dims=0) for k in range(K)])
         y = torch.stack([y.roll(k) for k in range(K)])
-    got = M.faithfulness(model, params, X, y, pos, PAD)
+    got = attention.faithfulness(model, params, X, y, pos, PAD)
     want = _by_hand(model, params, X, y, pos)
     for key, v in want.items():
         assert got[key].shape == (K,)
@@ -71,8 +71,10 @@ def test_faithfulness_is_the_sequence_by_sequence_computation(layout):
 
 def test_faithfulness_is_the_same_for_shared_tokens_and_their_per_instance_copy():
     model, params, X, y, pos = _setup()
-    shared = M.faithfulness(model, params, X, y, pos, PAD)
-    copied = M.faithfulness(model, params, X.expand(K, B, L), y.expand(K, B), pos.expand(K, B), PAD)
+    shared = attention.faithfulness(model, params, X, y, pos, PAD)
+    copied = attention.faithfulness(
+        model, params, X.expand(K, B, L), y.expand(K, B), pos.expand(K, B), PAD
+    )
     for key in shared:
         np.testing.assert_allclose(shared[key], copied[key], atol=1e-6)
 
@@ -84,7 +86,7 @@ def test_faithfulness_finds_a_planted_rationale_and_a_sufficient_token():
     X = torch.full((B, L), PAD)
     X[:, -1] = torch.arange(1, B + 1)  # the readout position holds the only real token
     pos = torch.full((B,), L - 1)
-    got = M.faithfulness(model, params, X, torch.zeros(B, dtype=torch.long), pos, PAD)
+    got = attention.faithfulness(model, params, X, torch.zeros(B, dtype=torch.long), pos, PAD)
     np.testing.assert_allclose(got["sufficiency"], 0.0, atol=1e-7)
     # the rationale mass is the readout's own attention weight, as for any other position
     _, att = model.forward(params, X, return_attention=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from toybook import HEADER, PROJECT, make, make_toy
 
-from lib import booktools
+from lib.book.execute import execute
+from lib.book.notebook import BuildError
 
 
 def _alive(pid: int) -> bool:
@@ -66,11 +67,11 @@ def test_a_failure_log_goes_when_the_chapter_next_succeeds(tmp_path):
     executed = toy / "build" / "executed"
     good = (toy / "chapters" / "02_b.md").read_text()
     (toy / "chapters" / "02_b.md").write_text(HEADER + "\n```{code-cell} ipython3\n1 / 0\n```\n")
-    with pytest.raises(booktools.BuildError, match="02_b: ZeroDivisionError"):
-        booktools.execute(executed, "ci", "cpu", toy, only=["02_b"], log=lambda *a: None)
+    with pytest.raises(BuildError, match="02_b: ZeroDivisionError"):
+        execute(executed, "ci", "cpu", toy, only=["02_b"], log=lambda *a: None)
     assert "ZeroDivisionError" in (executed / "02_b.log").read_text()
     (toy / "chapters" / "02_b.md").write_text(good)
-    booktools.execute(executed, "ci", "cpu", toy, only=["02_b"], log=lambda *a: None)
+    execute(executed, "ci", "cpu", toy, only=["02_b"], log=lambda *a: None)
     assert (executed / "02_b.ipynb").exists() and not (executed / "02_b.log").exists()
 
 
@@ -96,7 +97,9 @@ print("value", VALUE)
 DRIVER = """
 import contextlib, io, json, os, subprocess, sys, time
 from pathlib import Path
-from lib import booktools
+from lib.book.cli import main
+from lib.book.execute import execute
+from lib.book.notebook import BuildError
 
 toy, disk = Path(sys.argv[1]), Path(sys.argv[2])
 executed = disk / "executed"
@@ -109,7 +112,7 @@ def run(name, value, toy_bytes):
     t0 = time.time()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code = booktools.main(["execute", str(executed), "--root", str(toy), "--only=01_a"])
+            code = main(["execute", str(executed), "--root", str(toy), "--only=01_a"])
         except BaseException as exc:  # what escaped the command line: a traceback
             code = f"{type(exc).__name__}: {exc}"
     files = sorted(str(p.relative_to(disk)) for p in disk.rglob("*"))
@@ -236,7 +239,7 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
 
     toy = make_toy(tmp_path / "toy")
     executed = toy / "build" / "executed"
-    booktools.execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    execute(executed, "ci", "cpu", toy, log=lambda *_: None)
     before = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
 
     @dataclasses.dataclass(frozen=True)
@@ -250,7 +253,7 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
     assert out.is_file() and out.parent.parent == toy / trying.TRY_DIR
     after = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
     assert after == before, "a try run changed the book's outputs"
-    status = booktools.execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    status = execute(executed, "ci", "cpu", toy, log=lambda *_: None)
     assert status == {"01_a": "up to date", "02_b": "up to date"}
     with pytest.raises(trying.ConfigError, match="did you mean 'value'"):
         trying.run_try("1", "valu=2", "ci", "cpu", toy, log=lambda *_: None, page=False)

@@ -1,4 +1,4 @@
-"""The expansion terms of lib.flow against autograd on tiny problems.
+"""The expansion terms of lib.theory.flow against autograd on tiny problems.
 
 Scaling tests: multiplying every weight by t shrinks the term of order eps^k by t^k, so
 the relative error of the expansion truncated after order k must shrink as the next
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib import flow
-from lib.models import EmbMLP, LinearEmb, Transformer, build
+from lib.measure import attention
+from lib.theory import attention_flow, flow, saddle
+from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 V, n, L, N = 11, 7, 3, 200
 
@@ -90,26 +91,28 @@ def test_attention_expansion_orders():
     for t in ts:
         q = scaled(p, t)
         g = flow.neg_grad_E(model, q, X, y)
-        T = flow.attention_terms(model, q, S)
+        T = attention_flow.attention_terms(model, q, S)
         e0.append(rel_err(g, T["residual"]))
         e1.append(rel_err(g, T["residual"] + T["value"] + T["self"]))
-        qk.append(flow.attention_qk_path(model, q, X, y).norm(dim=(1, 2)) / g.norm(dim=(1, 2)))
+        qk.append(
+            attention_flow.attention_qk_path(model, q, X, y).norm(dim=(1, 2)) / g.norm(dim=(1, 2))
+        )
     e0, e1, qk = np.array(e0), np.array(e1), np.array([x.numpy() for x in qk])
     for k in range(2):
         assert slope(ts, e0[:, k]) == pytest.approx(2, abs=0.2)
         assert slope(ts, e1[:, k]) == pytest.approx(4, abs=0.3)
         assert slope(ts, qk[:, k]) == pytest.approx(6, abs=0.3)  # QK path: eps^7 / eps^1
     with pytest.raises(ValueError):
-        flow.attention_terms(Transformer(V, 6, L, n_layers=2, n_out=n), p, S)
+        attention_flow.attention_terms(Transformer(V, 6, L, n_layers=2, n_out=n), p, S)
 
 
 def test_attention_distance_and_entropy():
     A = torch.ones(3, 3).tril()
     A = (A / A.sum(-1, keepdim=True))[None, None]
-    assert float(flow.attention_distance(A)) == 0.0
-    assert float(flow.attention_entropy(A)) == pytest.approx(np.log(3))
+    assert float(attention.attention_distance(A)) == 0.0
+    assert float(attention.readout_attention_entropy(A)) == pytest.approx(np.log(3))
     B = torch.eye(3)[None, None]
-    assert float(flow.attention_distance(B)) == pytest.approx((0 + 0.5 + 2 / 3) / 3)
+    assert float(attention.attention_distance(B)) == pytest.approx((0 + 0.5 + 2 / 3) / 3)
 
 
 def test_linear_mode_early_solution_and_onset():
@@ -166,7 +169,7 @@ def _tiny_mlp(per_instance_seeds=(0, 1), gamma=0.3):
 def test_antisymmetric_hessian_matches_autograd():
     mdl, p, X, y = _tiny_mlp()
     first, second = [0, 2], [1, 3]
-    H = flow.antisymmetric_hessian(mdl, p, X, y, first, second)
+    H = saddle.antisymmetric_hessian(mdl, p, X, y, first, second)
     assert H.shape == (2, 8, 8) and torch.allclose(H, H.transpose(1, 2), atol=1e-14)
     for k in range(2):
 
@@ -184,7 +187,7 @@ def test_antisymmetric_hessian_matches_autograd():
 
 def test_input_hessian_matches_autograd_per_sequence():
     mdl, p, X, y = _tiny_mlp(per_instance_seeds=(3,))
-    Hn = flow.emb_mlp_input_hessian(mdl, p, X, y)
+    Hn = saddle.emb_mlp_input_hessian(mdl, p, X, y)
     assert Hn.shape == (1, 20, 4, 4)
     h = (torch.nn.functional.one_hot(X, 9).double().sum(1) @ p["E"][0])[4]
 
@@ -199,23 +202,23 @@ def test_propagate_linear_and_growth_rate():
     # A diagonal map: mode norms follow (1 - eta/2 h)^t exactly.
     H = torch.diag(torch.tensor([-0.2, 0.1], dtype=torch.float64))[None].repeat(2, 1, 1)
     H[1] = torch.diag(torch.tensor([-0.4, 0.1], dtype=torch.float64))
-    norms = flow.propagate_linear([0, 5], H, [1.0, 1.0], torch.tensor([1.0, 0.0]), 8)
+    norms = saddle.propagate_linear([0, 5], H, [1.0, 1.0], torch.tensor([1.0, 0.0]), 8)
     assert np.isclose(norms[5], 1.1**5) and np.isclose(norms[8], 1.1**5 * 1.2**3)
-    lam = flow.growth_rate(H, np.array([1.0, 2.0]))
+    lam = saddle.growth_rate(H, np.array([1.0, 2.0]))
     assert np.allclose(lam, [0.1, 0.4])
 
 
 def test_antisymmetric_part():
     mdl, p, X, y = _tiny_mlp()
-    A = flow.antisymmetric_part(p["E"], [0, 2], [1, 3])
+    A = saddle.antisymmetric_part(p["E"], [0, 2], [1, 3])
     assert A.shape == (2, 2, 4)
     assert torch.allclose(A[:, 0], (p["E"][:, 0] - p["E"][:, 1]) / 2)
 
 
 def test_escape_prediction_holds():
-    assert flow.escape_prediction_holds([100, 130], [110, 110], 0.25)
-    assert not flow.escape_prediction_holds([100, 140], [110, 110], 0.25)
-    assert not flow.escape_prediction_holds([np.inf], [100], 0.25)
+    assert saddle.escape_prediction_holds([100, 130], [110, 110], 0.25)
+    assert not saddle.escape_prediction_holds([100, 140], [110, 110], 0.25)
+    assert not saddle.escape_prediction_holds([np.inf], [100], 0.25)
 
 
 # ------------------------------------------------------------- small helpers of Chapters 3 and 4
@@ -240,7 +243,7 @@ def test_attention_scores_give_the_models_attention():
     X, _ = data(6)
     model = Transformer(V, 6, L, n_layers=1, n_out=n)
     p = build(model, [1, 2], gamma=0.3)
-    s = flow.attention_scores(model, p, X)
+    s = attention_flow.attention_scores(model, p, X)
     assert s.shape == (2, N, L, L) and torch.isnan(s[..., 0, 1:]).all()
     with torch.no_grad():
         _, A = model.forward({k: v.double() for k, v in p.items()}, X, return_attention=True)
@@ -257,12 +260,14 @@ def test_first_order_attention_distance_matches_at_small_scores():
         q = scaled(p, t)
         with torch.no_grad():
             _, A = model.forward(q, X, return_attention=True)
-        D = flow.attention_distance(A[0])
-        D1 = flow.first_order_attention_distance(flow.attention_scores(model, q, X))
+        D = attention.attention_distance(A[0])
+        D1 = attention_flow.first_order_attention_distance(
+            attention_flow.attention_scores(model, q, X)
+        )
         errs.append(float((D1 / D - 1).abs()))
     assert errs[-1] < 1e-2 and errs[0] > errs[1] > errs[2]
     s = torch.zeros(1, 1, L, L).masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(), torch.nan)
-    assert float(flow.first_order_attention_distance(s)) == 0.0  # equal scores: uniform
+    assert float(attention_flow.first_order_attention_distance(s)) == 0.0  # equal scores: uniform
 
 
 def test_psd_sqrt_and_gram_cos_pairs():
@@ -272,7 +277,7 @@ def test_psd_sqrt_and_gram_cos_pairs():
     R = flow.psd_sqrt(G)
     assert torch.allclose(R @ R, G, atol=1e-10) and torch.allclose(R, R.transpose(1, 2))
     tokens = [0, 2, 4]
-    from lib import metrics as M
+    from lib.measure import metrics as M
 
     want = M.upper_triangle(M.cosine_similarity_matrix(W[:, tokens]))
     assert torch.allclose(flow.gram_cos_pairs(G, tokens), want, atol=1e-12)

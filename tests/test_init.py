@@ -1,9 +1,9 @@
-"""lib/init.py: the relative perturbation of the stability checks."""
+"""lib/training/init.py: the relative perturbation of the stability checks."""
 
 import pytest
 import torch
 
-from lib import init, models
+from lib.training import init, models
 
 
 def test_perturb_is_relative_per_instance_and_a_fresh_leaf():

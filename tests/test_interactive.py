@@ -1,9 +1,9 @@
-"""lib/interactive.py: the slider figure is self-contained HTML and refuses bad shapes."""
+"""lib/book/interactive.py: the slider figure is self-contained HTML and refuses bad shapes."""
 
 import numpy as np
 import pytest
 
-from lib.interactive import slider_figure
+from lib.book.interactive import slider_figure
 
 
 def _fig(**kw):

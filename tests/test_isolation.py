@@ -19,16 +19,16 @@ import pytest
 import torch
 
 import lib
-from lib import engine
-from lib.init import init_params
+from lib.training import engine
+from lib.training.init import init_params
 
 K, B = 3, 4
 
 
 def batched_models() -> list[type]:
     found = {}
-    for info in pkgutil.iter_modules(lib.__path__):
-        module = importlib.import_module(f"lib.{info.name}")
+    for info in pkgutil.walk_packages(lib.__path__, "lib."):
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ != module.__name__:
                 continue

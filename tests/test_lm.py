@@ -1,4 +1,4 @@
-"""The stream sampler and the alignment curves of lib/lm.py."""
+"""The stream sampler and the alignment curves of lib/measure/lm.py."""
 
 import math
 
@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, lm
-from lib import metrics as M
-from lib import models as lib_models
+from lib.data import chains, windows
+from lib.measure import lm
+from lib.measure import metrics as M
+from lib.theory import flow
+from lib.training import engine, layers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_window_sampler_shapes_targets_and_determinism():
     stream = torch.arange(1000) % 97
-    data = lm.window_sampler(stream, context_len=8, batch_size=5, seeds=[0, 1, 0])
+    data = windows.window_sampler(stream, context_len=8, batch_size=5, seeds=[0, 1, 0])
     X, y = data(3)
     assert X.shape == y.shape == (3, 5, 8)
     # targets are the windows shifted by one token of the stream
@@ -25,15 +27,15 @@ def test_window_sampler_shapes_targets_and_determinism():
     assert torch.equal(data(3)[0], X)
     assert torch.equal(X[0], X[2]) and not torch.equal(X[0], X[1])
     assert not torch.equal(data(4)[0], X)
-    one = lm.window_sampler(stream, 8, 5, [1])(3)[0]
+    one = windows.window_sampler(stream, 8, 5, [1])(3)[0]
     assert torch.equal(one[0], X[1])
 
 
 def test_window_sampler_rejects_bad_input():
     with pytest.raises(ValueError, match="too short"):
-        lm.window_sampler(torch.arange(5), 8, 2, [0])
+        windows.window_sampler(torch.arange(5), 8, 2, [0])
     with pytest.raises(ValueError, match="seed"):
-        lm.window_sampler(torch.arange(50), 8, 2, [])
+        windows.window_sampler(torch.arange(50), 8, 2, [])
 
 
 def test_alignment_curves_match_metrics():
@@ -121,11 +123,11 @@ def test_alignment_curves_take_device_tensors():
 
 
 def test_lm_signatures_are_the_centred_estimators():
-    from lib import signatures as sig
+    from lib.data import signatures as sig
 
     stream = torch.randint(0, 9, (500,), generator=torch.Generator().manual_seed(0))
     tracked = [0, 3, 5]
-    phi, pre = lm.lm_signatures(stream, 9, tracked, context_len=6, skip_offsets=(2, 5))
+    phi, pre = chains.lm_signatures(stream, 9, tracked, context_len=6, skip_offsets=(2, 5))
     assert list(phi) == ["next", "skip2", "skip5", "window"] and list(pre) == ["previous"]
     expect = {
         "next": sig.next_token_signature(stream, 9, rows=tracked),
@@ -159,7 +161,7 @@ def test_alignment_is_blind_to_a_row_common_to_every_signature():
         # the rows taken as given (the old measurement) are not blind to it
         raw = lm.alignment_curves(S, shifted, control=control, n_perm=20, subtract_mean_row=False)
         assert np.abs(raw["b"]["R"] - ref["b"]["R"]).max() > 0.05
-    # and the same holds of lib.metrics.r_cos, which the synthetic chapters use
+    # and the same holds of lib.measure.metrics.r_cos, which the synthetic chapters use
     r_ref = M.r_cos(E[0], phis["a"], W0=E0[0])
     assert math.isclose(M.r_cos(E[0], shifted["a"], W0=E0[0]), r_ref, abs_tol=1e-12)
 
@@ -210,19 +212,19 @@ def test_signature_agreement_rejects_bad_input():
 
 
 def test_split_half_and_residual_signatures():
-    from lib import signatures as sig
+    from lib.data import signatures as sig
 
     stream = torch.randint(0, 9, (4000,), generator=torch.Generator().manual_seed(0))
     tracked = [0, 3, 5, 7, 8]
-    phi, pre = lm.lm_signatures(stream, 9, tracked, 6, (2, 5), residual=True)
+    phi, pre = chains.lm_signatures(stream, 9, tracked, 6, (2, 5), residual=True)
     assert list(phi) == ["next", "skip2", "skip5", "window", "res_skip2", "res_skip5", "res_window"]
-    base, _ = lm.lm_signatures(stream, 9, tracked, 6, (2, 5))
+    base, _ = chains.lm_signatures(stream, 9, tracked, 6, (2, 5))
     for n, p in base.items():
         assert torch.equal(phi[n], p)
     expect = {
-        "res_skip2": sig.residual_skip_signature(stream, 9, 2, rows=tracked),
-        "res_skip5": sig.residual_skip_signature(stream, 9, 5, rows=tracked),
-        "res_window": sig.residual_window_signature(stream, 9, 6, rows=tracked),
+        "res_skip2": chains.residual_skip_signature(stream, 9, 2, rows=tracked),
+        "res_skip5": chains.residual_skip_signature(stream, 9, 5, rows=tracked),
+        "res_window": chains.residual_window_signature(stream, 9, 6, rows=tracked),
     }
     for n, p in expect.items():
         torch.testing.assert_close(phi[n], p, rtol=0, atol=1e-15)  # rows sum to 0
@@ -232,7 +234,7 @@ def test_split_half_and_residual_signatures():
     fn = lambda s, V, t: sig.next_token_signature(s, V, rows=t)
     r = lm.split_half(a, b, 9, tracked, fn)
     assert math.isclose(r, lm.signature_agreement(fn(a, 9, tracked), fn(b, 9, tracked)))
-    both = lm.split_half(a, b, 9, tracked, lambda s, V, t: lm.lm_signatures(s, V, t, 6)[0])
+    both = lm.split_half(a, b, 9, tracked, lambda s, V, t: chains.lm_signatures(s, V, t, 6)[0])
     assert set(both) == {"next", "skip2", "skip3", "skip4", "window"}
     assert math.isclose(both["next"], r, abs_tol=1e-12)
 
@@ -247,20 +249,20 @@ def test_residual_path_gradient_is_autograd_of_the_block_free_decoder(per_instan
     shape = (K, B, L) if per_instance else (B, L)
     X = torch.randint(0, V, shape, generator=gen)
     y = torch.randint(0, V, shape, generator=gen)
-    h = lib_models.embed(E, X)
+    h = layers.embed(E, X)
     n = h / torch.sqrt((h * h).mean(-1, keepdim=True) + 1e-6)
     loss = engine.cross_entropy(torch.einsum("kbld,kdv->kblv", n, U), y)
     (grad,) = torch.autograd.grad(loss.sum(), E)
-    G0 = lm.residual_path_gradient(E.detach(), U, X, y)
+    G0 = flow.residual_path_gradient(E.detach(), U, X, y)
     assert torch.allclose(G0, grad, atol=1e-12, rtol=1e-9)
     # and it is not trivially so: another batch's targets give another gradient
-    assert not torch.allclose(lm.residual_path_gradient(E.detach(), U, X, y.flip(-1)), grad)
+    assert not torch.allclose(flow.residual_path_gradient(E.detach(), U, X, y.flip(-1)), grad)
 
 
 def test_residual_path_gradient_refuses_mismatched_shapes():
     E, U = torch.zeros(2, 5, 3), torch.zeros(2, 3, 5)
     with pytest.raises(ValueError, match="X and y"):
-        lm.residual_path_gradient(
+        flow.residual_path_gradient(
             E, U, torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)
         )
 
@@ -295,17 +297,17 @@ def test_part_correlation_scores_zero_for_the_reference_geometry_and_finds_a_pla
 
 def test_window_sampler_draws_each_instance_from_its_own_stream():
     streams = torch.stack([torch.arange(500), 1000 + torch.arange(500)])
-    data = lm.window_sampler(streams, 8, 4, [0, 0, 1], stream_of=[0, 1, 1])
+    data = windows.window_sampler(streams, 8, 4, [0, 0, 1], stream_of=[0, 1, 1])
     X, y = data(5)
     assert bool((X[0] < 1000).all()) and bool((X[1:] >= 1000).all())
     # the same seed starts its windows at the same places of each stream
     assert torch.equal(X[1] - 1000, X[0]) and not torch.equal(X[2] - 1000, X[0])
     assert torch.equal(y[1] - 1000, y[0])
-    assert torch.equal(lm.window_sampler(streams[0], 8, 4, [0])(5)[0][0], X[0])
+    assert torch.equal(windows.window_sampler(streams[0], 8, 4, [0])(5)[0][0], X[0])
     with pytest.raises(ValueError, match="stream_of"):
-        lm.window_sampler(streams, 8, 4, [0, 1], stream_of=[0])
+        windows.window_sampler(streams, 8, 4, [0, 1], stream_of=[0])
     with pytest.raises(ValueError, match="outside"):
-        lm.window_sampler(streams, 8, 4, [0], stream_of=[2])
+        windows.window_sampler(streams, 8, 4, [0], stream_of=[2])
 
 
 def test_part_correlation_beyond_several_references_and_its_split_half():

@@ -7,7 +7,8 @@ import pytest
 import scipy.stats
 import torch
 
-from lib import metrics as M
+from lib.measure import attention, onsets
+from lib.measure import metrics as M
 
 rng = np.random.default_rng(0)
 V, d, n, K = 9, 5, 4, 3
@@ -151,12 +152,12 @@ def test_effective_rank():
 
 def test_onset_step():
     steps = [0, 10, 20, 40, 80]
-    assert M.onset_step(steps, [0.1, 0.3, 0.6, 0.5, 0.9], 0.5) == 20
-    assert math.isnan(M.onset_step(steps, [0.1, None, 0.2, 0.3, 0.4], 0.5))
+    assert onsets.onset_step(steps, [0.1, 0.3, 0.6, 0.5, 0.9], 0.5) == 20
+    assert math.isnan(onsets.onset_step(steps, [0.1, None, 0.2, 0.3, 0.4], 0.5))
     vals = np.array(
         [[0.1, 0.9, 0.0], [0.2, 0.9, np.nan], [0.7, 0.9, 0.1], [0.2, 0.9, 0.2], [0.9, 0.9, 0.4]]
     )
-    out = M.onset_step(steps, torch.tensor(vals), 0.6)
+    out = onsets.onset_step(steps, torch.tensor(vals), 0.6)
     np.testing.assert_array_equal(out.numpy(), [20.0, 0.0, np.nan])
 
 
@@ -164,7 +165,7 @@ def test_shape_errors():
     with pytest.raises(ValueError):
         M.r_cos(rng.normal(size=(V, d)), rng.normal(size=(V + 1, n)))
     with pytest.raises(ValueError):
-        M.onset_step([0, 1], [0.1, 0.2, 0.3], 0.5)
+        onsets.onset_step([0, 1], [0.1, 0.2, 0.3], 0.5)
 
 
 def test_partial_from_correlations_is_partial_corr_with_one_control():
@@ -179,7 +180,7 @@ def test_partial_from_correlations_is_partial_corr_with_one_control():
 
 def test_attention_entropy_is_zero_for_one_hot_and_log_t_for_uniform():
     a = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
-    H = M.attention_entropy(a)
+    H = attention.attention_entropy(a)
     assert float(H[0]) == 0.0 and abs(float(H[1]) - math.log(4)) < 1e-12
 
 
@@ -193,12 +194,12 @@ def test_rise_onset_finds_a_planted_later_rise_and_not_a_flat_curve():
     early = np.where(steps < 50, 0.12, 0.05)  # the shared move, then a trough
     climb = np.where(steps < 100, early, np.minimum(0.05 + (steps - 100) * 0.002, 0.3))
     curves = np.stack([climb, flat], 1)
-    onset, rise, base = M.rise_onset(steps, curves, start=[0, 0], frac=0.5, min_rise=0.05)
+    onset, rise, base = onsets.rise_onset(steps, curves, start=[0, 0], frac=0.5, min_rise=0.05)
     assert 100 < onset[0] <= 180 and np.isclose(rise[0], 0.25) and np.isclose(base[0], 0.05)
     assert np.isnan(onset[1]) and rise[1] < 0.05
     # a peak under the floor is no stair; a start that never came gives no onset
-    assert np.isnan(M.rise_onset(steps, curves, start=[0, 0], min_rise=0.05, floor=0.35)[0][0])
-    onset, rise, _ = M.rise_onset(steps, curves, start=[np.nan, 0], min_rise=0.05)
+    assert np.isnan(onsets.rise_onset(steps, curves, start=[0, 0], min_rise=0.05, floor=0.35)[0][0])
+    onset, rise, _ = onsets.rise_onset(steps, curves, start=[np.nan, 0], min_rise=0.05)
     assert np.isnan(onset[0]) and np.isnan(rise[0])
-    late, _, base_late = M.rise_onset(steps, climb[:, None], start=[250], min_rise=0.01)
+    late, _, base_late = onsets.rise_onset(steps, climb[:, None], start=[250], min_rise=0.01)
     assert base_late[0] > 0.25 and np.isnan(late[0])  # already at its top: no later stair

@@ -1,11 +1,11 @@
-"""The field geometry of lib.metrics: cosine and size ratio of two (V, d) fields, with and
+"""The field geometry of lib.measure.metrics: cosine and size ratio of two (V, d) fields, with and
 without a leading instance dimension K (Chapters 3 and 4 compare gradients this way)."""
 
 import numpy as np
 import pytest
 import torch
 
-from lib import metrics as M
+from lib.measure import metrics as M
 
 
 def fields(K=3, V=5, d=4, seed=0):

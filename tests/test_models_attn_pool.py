@@ -2,7 +2,7 @@
 
 It must equal a direct, position-by-position computation of its formula for shared
 ``(B, L)`` and per-instance ``(K, B, L)`` tokens, in value and in gradient; reduce to
-:class:`lib.models.EmbMLP` with the same ``E, W1, W2`` at uniform attention (and differ from
+:class:`lib.training.models.EmbMLP` with the same ``E, W1, W2`` at uniform attention (and differ from
 it when attention is not uniform); draw ``E, W1, W2`` as ``EmbMLP`` does for a seed; keep its
 instances isolated; and refuse bad input with one line.
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib.init import init_params
-from lib.models import ACTIVATIONS, AttnEmbMLP, EmbMLP, build
+from lib.training.init import init_params
+from lib.training.layers import ACTIVATIONS
+from lib.training.models import AttnEmbMLP, EmbMLP, build
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -2,7 +2,7 @@
 
 It must be the learned-OV model with W_V = W_O = I, for shared ``(B, L)`` and per-instance
 ``(K, B, L)`` tokens; keep its instances isolated; have no value or output weights to train;
-and be refused by the expansion of :mod:`lib.flow`, which is derived with W_V W_O.
+and be refused by the expansion of :mod:`lib.theory.flow`, which is derived with W_V W_O.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib import flow
-from lib.init import init_params
-from lib.models import Transformer
+from lib.theory import attention_flow
+from lib.training.init import init_params
+from lib.training.models import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,7 +74,7 @@ def test_bad_ov_is_refused_by_name_and_flow_refuses_identity():
     model = Transformer(vocab_size=V, d_model=D, context_len=L, n_out=7, ov="identity")
     p = init_params(model.specs(), [0], gamma=1.0)
     with pytest.raises(ValueError, match="ov='learned'"):
-        flow.attention_terms(model, p, None)
+        attention_flow.attention_terms(model, p, None)
 
 
 @pytest.mark.parametrize("shape", [(B, L), (K, B, L)], ids=["shared", "per-instance"])

@@ -1,4 +1,4 @@
-"""The collapsed query-key circuit of :class:`lib.models.Transformer` (Chapter 9).
+"""The collapsed query-key circuit of :class:`lib.training.models.Transformer` (Chapter 9).
 
 ``qk="collapsed"`` holds one (d, d) matrix ``W_QK`` per layer; with ``W_QK = W_Q W_K^T``
 it is the same function as the factorized model, for shared and per-instance tokens,
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib.init import init_params
-from lib.models import Transformer
+from lib.training.init import init_params
+from lib.training.models import Transformer
 
 K, B = 3, 5
 

@@ -1,4 +1,4 @@
-"""The Qwen2.5-shaped options of :class:`lib.models.Transformer`: norm, mlp, positions.
+"""The Qwen2.5-shaped options of :class:`lib.training.models.Transformer`: norm, mlp, positions.
 
 ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"`` make the book's transformer a
 small decoder shaped like Qwen2.5. The defaults stay the book's model, every option
@@ -15,8 +15,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.init import ParamSpec, init_params
-from lib.models import Transformer, _rmsnorm, apply_rope, rope_tables
+from lib.training.init import ParamSpec, init_params
+from lib.training.layers import apply_rope, rmsnorm, rope_tables
+from lib.training.models import Transformer
 
 torch.set_num_threads(1)
 
@@ -238,7 +239,7 @@ def test_rope_at_length_one_is_the_identity():
 
 def test_rmsnorm_output_has_unit_rms():
     h = 3.0 * torch.randn(4, 5, 16, dtype=torch.float64) + 1.0
-    y = _rmsnorm(h)
+    y = rmsnorm(h)
     rms = y.square().mean(-1).sqrt()
     torch.testing.assert_close(rms, torch.ones_like(rms), rtol=0, atol=1e-6)
     torch.testing.assert_close(y, h / (h.square().mean(-1, keepdim=True) + 1e-6).sqrt())

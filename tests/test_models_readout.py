@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lib.init import init_params
-from lib.models import Transformer
+from lib.training.init import init_params
+from lib.training.models import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

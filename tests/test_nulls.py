@@ -1,11 +1,12 @@
-"""lib/nulls.py: label-permutation floors, checked on planted structure and on pure noise."""
+"""lib/measure/nulls.py: label-permutation floors, checked on planted structure and on pure noise."""
 
 import numpy as np
 import pytest
 import torch
 
-from lib import nulls, tasks
-from lib import staircase as st
+from lib.data import tasks
+from lib.measure import nulls
+from lib.measure import staircase as st
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,4 +1,4 @@
-"""lib.order and tasks.competing_orders: the competing-orders task, its strength weights,
+"""lib.theory.order and tasks.competing_orders: the competing-orders task, its strength weights,
 escapes, the boundary and its prediction (Chapter 10)."""
 
 import math
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, models, order, tasks
+from lib.data import tasks
+from lib.theory import order
+from lib.training import engine, models
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import page
+from lib.book import page
 
 
 @pytest.mark.parametrize(

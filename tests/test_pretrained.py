@@ -1,4 +1,4 @@
-"""The GGUF reader of lib/pretrained.py: shape and type of SmolLM2's embedding, a few rows,
+"""The GGUF reader of lib/data/pretrained.py: shape and type of SmolLM2's embedding, a few rows,
 its tokenizer, and the error that names the pip command."""
 
 import importlib.util
@@ -6,7 +6,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from lib import pretrained
+from lib.data import pretrained
 
 
 def test_missing_package_names_pip_command(monkeypatch):
@@ -48,7 +48,7 @@ def test_tokenizer_round_trip(smollm2):
 
 
 def test_the_model_file_is_hash_checked(monkeypatch):
-    import lib.pretrained as P
+    import lib.data.pretrained as P
 
     monkeypatch.setattr(P, "SMOLLM2_SHA256", "0" * 64)
     with pytest.raises(P.ModelHashError, match="force-reinstall"):

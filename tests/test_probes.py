@@ -1,4 +1,4 @@
-"""Held-out probes (lib.probes) and the stability comparison of lib.staircase.
+"""Held-out probes (lib.measure.probes) and the stability comparison of lib.measure.staircase.
 
 Each probe must find a feature planted along a shared direction, score chance on features
 memorized token by token, and refuse bad input by name. The stability check must pass an
@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from lib import models, tasks
-from lib import staircase as st
+from lib.data import tasks
 from lib.env import cpu_threads
-from lib.probes import bit_probe_callbacks, heldout_probe
+from lib.measure import plateaus, stability
+from lib.measure import staircase as st
+from lib.measure.probes import bit_probe_callbacks, heldout_probe
+from lib.training import models
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -118,51 +120,51 @@ def test_stability_passes_a_copy_and_fails_a_shift_or_a_flipped_verdict():
     base = st.Stairs(
         {0: np.array([1.0, 1.0]), 1: np.array([16.0, 32.0])}, {1: np.array([16.0, 32.0])}, {}, {}
     )
-    same = st.stability(steps, base, base)
+    same = stability.stability(steps, base, base)
     assert same["holds"].all() and (same["shift"] == 0).all()
     moved = st.Stairs(
         {0: np.array([1.0, 1.0]), 1: np.array([16.0, 64.0])}, {1: np.array([2.0, 32.0])}, {}, {}
     )
-    out = st.stability(steps, base, moved, tol=2)
+    out = stability.stability(steps, base, moved, tol=2)
     assert out["shift"].tolist() == [3, 1] and out["holds"].tolist() == [False, True]
     flipped = st.Stairs(
         {0: np.array([1.0, 1.0]), 1: np.array([16.0, np.inf])}, {1: np.array([16.0, 32.0])}, {}, {}
     )
-    out = st.stability(steps, base, flipped, tol=5)
+    out = stability.stability(steps, base, flipped, tol=5)
     assert out["same_verdict"].tolist() == [True, False] and not out["holds"][1]
-    assert st.log_step_shift(steps, [np.inf], [np.inf]).tolist() == [0]
+    assert stability.log_step_shift(steps, [np.inf], [np.inf]).tolist() == [0]
 
 
 def test_rerun_divergence_reads_a_planted_drift_up_to_the_step_and_zero_for_a_copy():
     steps = np.array([0, 1, 2, 4, 8, 16])
     base = np.array([[4.0, 2.0]] * 6)
-    assert (st.rerun_divergence(steps, base, steps, base, [np.inf, np.inf]) == 0).all()
+    assert (stability.rerun_divergence(steps, base, steps, base, [np.inf, np.inf]) == 0).all()
     other = base.copy()
     other[3, 0] = 5.0  # +25% at step 4 in instance 0
     other[5, 1] = 1.0  # -50% at step 16 in instance 1
-    full = st.rerun_divergence(steps, base, steps, other, [np.inf, np.inf])
+    full = stability.rerun_divergence(steps, base, steps, other, [np.inf, np.inf])
     assert np.allclose(full, [0.25, 0.5])
     # read up to step 2 in instance 0 (before its drift), and on a rerun cut after step 8
-    cut = st.rerun_divergence(steps, base, steps[:5], other[:5], [2.0, np.inf])
+    cut = stability.rerun_divergence(steps, base, steps[:5], other[:5], [2.0, np.inf])
     assert np.allclose(cut, [0.0, 0.0])
 
 
 def test_plateau_end_is_the_last_masked_step_and_minus_inf_without_a_plateau():
     steps = np.array([0, 1, 2, 4, 8])
     mask = np.array([[0, 0], [1, 0], [1, 0], [0, 0], [0, 0]], dtype=bool)
-    assert st.plateau_end(steps, mask).tolist() == [2.0, -np.inf]
+    assert plateaus.plateau_end(steps, mask).tolist() == [2.0, -np.inf]
     mask[4, 1] = True
-    assert st.plateau_end(steps, mask).tolist() == [2.0, 8.0]
+    assert plateaus.plateau_end(steps, mask).tolist() == [2.0, 8.0]
 
 
 def test_across_reruns_undecides_a_seed_flipped_by_any_rerun_and_keeps_the_largest_shift():
     a = {"same_verdict": np.array([True, True, True]), "shift": np.array([0, 3, 1])}
     b = {"same_verdict": np.array([True, False, True]), "shift": np.array([2, 0, 1])}
-    out = st.across_reruns([a, b], tol=2)
+    out = stability.across_reruns([a, b], tol=2)
     assert out["decided"].tolist() == [True, False, True]
     assert out["timing_ok"].tolist() == [True, False, True]
     assert out["max_shift"].tolist() == [2, 3, 1]
-    same = st.across_reruns([a, a], tol=3)
+    same = stability.across_reruns([a, a], tol=3)
     assert same["decided"].all() and same["timing_ok"].all()
 
 
@@ -172,19 +174,22 @@ def test_a_rerun_cut_at_its_horizon_gets_the_verdict_of_the_full_rerun():
         {0: np.array([1.0, 1.0]), 1: np.array(on1)}, {1: np.array(esc1)}, {}, {}
     )
     base = stairs([4.0, 8.0], [8.0, 8.0])  # the last event at step 8, logged step 4
-    assert st.rerun_horizon(steps, base, tol=1) == 16 and st.rerun_horizon(steps, base, 2) == 32
-    assert st.rerun_horizon(steps, base, tol=9) == 64  # never past the run's end
-    assert st.rerun_horizon(steps, stairs([4.0, np.inf], [8.0, 8.0]), tol=1) == 64  # a miss
-    cut = steps[steps <= st.rerun_horizon(steps, base, tol=1)]
+    assert (
+        stability.rerun_horizon(steps, base, tol=1) == 16
+        and stability.rerun_horizon(steps, base, 2) == 32
+    )
+    assert stability.rerun_horizon(steps, base, tol=9) == 64  # never past the run's end
+    assert stability.rerun_horizon(steps, stairs([4.0, np.inf], [8.0, 8.0]), tol=1) == 64  # a miss
+    cut = steps[steps <= stability.rerun_horizon(steps, base, tol=1)]
     for late, passes in ((16.0, True), (32.0, False)):  # one and two logged steps late
-        full = st.stability(steps, base, stairs([4.0, late], [8.0, 8.0]), tol=1)
+        full = stability.stability(steps, base, stairs([4.0, late], [8.0, 8.0]), tol=1)
         seen = late if late <= cut[-1] else np.inf  # the cut rerun never reaches the event
-        part = st.stability(cut, base, stairs([4.0, seen], [8.0, 8.0]), tol=1)
+        part = stability.stability(cut, base, stairs([4.0, seen], [8.0, 8.0]), tol=1)
         assert full["holds"].tolist() == part["holds"].tolist() == [True, passes]
 
 
 def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
-    from lib.probes import anchor_features, anchor_probe_callbacks
+    from lib.measure.probes import anchor_features, anchor_probe_callbacks
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=12, order2=True)
     feats = anchor_features(lay)
@@ -207,8 +212,8 @@ def test_anchor_probe_callbacks_find_a_planted_bit2_code_and_not_a_random_one():
 
 @pytest.mark.parametrize("per_instance", [False, True], ids=["shared", "per-instance"])
 def test_attention_spread_is_zero_at_uniform_attention_and_grows_off_it(per_instance):
-    from lib.init import init_params
-    from lib.probes import attention_spread_callbacks
+    from lib.measure.attention import attention_spread_callbacks
+    from lib.training.init import init_params
 
     model = models.AttnEmbMLP.example()
     p = init_params(model.specs(), [1, 2, 3], gamma=0.2, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""lib/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
+"""lib/training/qkov.py: the four parameterizations agree, the reduced theory is what it says, and
 the runs and readings of Chapters 7 and 8 (lib.experiments.qkov_*) do what they say."""
 
 from __future__ import annotations
@@ -7,14 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, metrics, page, qkov, reduced, tasks
+from lib.book import page
+from lib.data import tasks
 from lib.experiments import ch07_rescaling_and_reduced_dynamics as ch07
 from lib.experiments import ch08_sharper_attention as ch08
 from lib.experiments import config
 from lib.experiments import qkov_official as official
 from lib.experiments import qkov_readings as readings
 from lib.experiments import qkov_training as training
-from lib.init import init_params
+from lib.measure import matched_loss
+from lib.theory import qkov_flow, reduced
+from lib.training import engine, qkov
+from lib.training.init import init_params
 
 
 def _batch(n=16, seq_len=20, seed=0):
@@ -72,11 +76,11 @@ def test_balancedness_is_conserved_to_second_order_in_the_step():
     b = _batch(n=64)
     loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
     grads = torch.autograd.grad(loss, list(p.values()))
-    D0 = qkov.balancedness(model, p)
+    D0 = qkov_flow.balancedness(model, p)
     drift = []
     for eta in (1e-2, 1e-3):
         q = {n: (w - eta * g).detach() for (n, w), g in zip(p.items(), grads, strict=True)}
-        D1 = qkov.balancedness(model, q)
+        D1 = qkov_flow.balancedness(model, q)
         drift.append(max(float((D1[c] - D0[c]).detach().norm()) for c in ("qk", "ov")))
     assert drift[1] < drift[0] / 50  # quadratic, not linear, in eta
 
@@ -92,7 +96,7 @@ def test_collapsed_flow_is_the_first_order_step_of_the_product():
     ref = qkov.SingleQueryAttention.named("CACO")
     loss_c = torch.nn.functional.cross_entropy(ref.forward(W, b.X)[0], b.y)
     g_qk, g_ov = torch.autograd.grad(loss_c, [W["W_QK"], W["W_OV"]])
-    v_qk, v_ov = qkov.collapsed_flow(model, p, g_qk, g_ov)
+    v_qk, v_ov = qkov_flow.collapsed_flow(model, p, g_qk, g_ov)
     loss = torch.nn.functional.cross_entropy(model.forward(p, b.X)[0], b.y)
     grads = torch.autograd.grad(loss, list(p.values()))
     eta = 1e-5
@@ -177,10 +181,12 @@ def test_invariant_conserved_and_closed_form_matches_ode():
 def test_at_matched_loss_interpolates_in_log_loss():
     loss = np.array([[1.0, 1.0], [0.1, 0.5], [0.01, 0.4]])
     vals = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])
-    out = metrics.at_matched_loss(loss, vals, np.sqrt(0.1))  # halfway in log between logs 0 and 1
+    out = matched_loss.at_matched_loss(
+        loss, vals, np.sqrt(0.1)
+    )  # halfway in log between logs 0 and 1
     np.testing.assert_allclose(out[0], 0.5)
     assert np.isnan(out[1])  # never reaches the target
-    np.testing.assert_array_equal(metrics.first_log_below(loss, 0.1), [1, -1])
+    np.testing.assert_array_equal(matched_loss.first_log_below(loss, 0.1), [1, -1])
 
 
 def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
@@ -188,20 +194,20 @@ def test_headline_check_holds_for_a_sharper_arm_and_fails_for_a_blunter_one():
     loss = np.array([[1.0, 1.0], [0.1, 0.1], [0.01, 0.01]])
     sharp = np.array([[0.35, 0.35], [0.6, 0.55], [0.8, 0.7]])
     blunt = np.array([[0.35, 0.35], [0.4, 0.45], [0.5, 0.5]])
-    yes = metrics.sharper_at_matched_loss(loss, sharp, loss, blunt)
+    yes = matched_loss.sharper_at_matched_loss(loss, sharp, loss, blunt)
     assert yes.holds and yes.loss == pytest.approx(0.01)
     np.testing.assert_allclose(yes.test, [0.8, 0.7])
-    assert not metrics.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
+    assert not matched_loss.sharper_at_matched_loss(loss, blunt, loss, sharp).holds
     # One seed the other way round is enough to fail: the check is per seed.
     mixed = sharp.copy()
     mixed[:, 1] = blunt[:, 1] - 0.01
-    assert not metrics.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
+    assert not matched_loss.sharper_at_matched_loss(loss, mixed, loss, blunt).holds
     # The matched loss is one that every instance reaches: here the slower arm's lowest.
     slow = np.array([[1.0, 1.0], [0.3, 0.2], [0.1, 0.1]])
-    res = metrics.sharper_at_matched_loss(loss, sharp, slow, blunt)
+    res = matched_loss.sharper_at_matched_loss(loss, sharp, slow, blunt)
     assert res.loss == pytest.approx(0.1) and np.isfinite(res.test).all()
     with pytest.raises(ValueError):
-        metrics.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
+        matched_loss.sharper_at_matched_loss(loss, sharp, loss[:, :1], blunt[:, :1])
 
 
 def test_distinct_mass_bins_and_modal_status():

@@ -1,9 +1,9 @@
-"""lib/rates.py: per-seed rates with Wilson intervals."""
+"""lib/measure/rates.py: per-seed rates with Wilson intervals."""
 
 import numpy as np
 import pytest
 
-from lib import rates
+from lib.measure import rates
 
 
 def test_wilson_matches_the_formula():
@@ -32,3 +32,10 @@ def test_climb_rates_per_seed_and_pooled():
     assert rates.pooled_rate(holds).p == pytest.approx(5 / 12)
     with pytest.raises(ValueError, match="seeds, copies"):
         rates.climb_rates(holds.ravel())
+
+
+def test_wilson_at_a_fixed_z_keeps_its_interval_inside_0_and_1():
+    p, lo, hi = rates.wilson_at_z(5, 5)
+    assert p == 1 and hi == 1 and 0.5 < lo < 0.6  # 5 of 5: [0.57, 1]
+    p, lo, hi = rates.wilson_at_z(0, 10)
+    assert p == 0 and lo == 0 and 0.25 < hi < 0.35

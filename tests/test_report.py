@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lib import claims, style  # noqa: E402
+from lib.book import claims, style  # noqa: E402
 from lib.experiments import ch99_report as ex  # noqa: E402
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from lib import signatures as sig
+from lib.data import chains
+from lib.data import signatures as sig
 
 N, L, V, NL = 40, 5, 7, 4
 TOL = dict(rtol=0, atol=1e-12, equal_nan=True)
@@ -280,65 +281,69 @@ def test_markov_prediction_is_the_chain_power(sinky):
     rows = [5, 0, 6, 3, 0]
     # k = 1 is the next-token signature bit for bit, wherever that is defined
     nxt = sig.next_token_signature(sinky, V7)
-    assert torch.equal(sig.markov_prediction(sinky, V7, 1)[:5], nxt[:5])
+    assert torch.equal(chains.markov_prediction(sinky, V7, 1)[:5], nxt[:5])
     for k in (1, 2, 3, 5):
         expect = np.linalg.matrix_power(P, k).copy()
         expect[6] = np.nan  # absent token
-        out = sig.markov_prediction(sinky, V7, k)
+        out = chains.markov_prediction(sinky, V7, k)
         assert out.dtype == torch.float64 and out.shape == (V7, V7)
         close(out, expect)
-        close(sig.markov_prediction(sinky, V7, k, rows), expect[rows])
+        close(chains.markov_prediction(sinky, V7, k, rows), expect[rows])
     # the token without a successor gets the successor distribution
     q = np.bincount(sinky.tolist()[1:], minlength=V7) / (len(sinky) - 1)
-    close(sig.markov_prediction(sinky, V7, 1, [5]), q[None])
+    close(chains.markov_prediction(sinky, V7, 1, [5]), q[None])
 
 
 def test_markov_prediction_of_a_batched_stream():
     B = torch.randint(0, VM, (3, 60), generator=torch.Generator().manual_seed(8))
     pairs = [(r[t], r[t + 1]) for r in B.tolist() for t in range(59)]
     P = cond_loop_v(pairs, list(range(VM)), VM)
-    close(sig.markov_prediction(B, VM, 2), P @ P)
-    close(sig.markov_prediction(B, VM, 1), sig.next_token_signature(B, VM))
+    close(chains.markov_prediction(B, VM, 2), P @ P)
+    close(chains.markov_prediction(B, VM, 1), sig.next_token_signature(B, VM))
 
 
 def test_residuals_of_a_first_order_chain_vanish(first_order):
     small, large = first_order
     dev = []
     for x in (small, large):
-        rs = [sig.residual_skip_signature(x, VM, k) for k in (1, 2, 3, 5)]
+        rs = [chains.residual_skip_signature(x, VM, k) for k in (1, 2, 3, 5)]
         assert torch.equal(rs[0], torch.zeros(VM, VM, dtype=torch.float64))  # k = 1 exactly
         for r in rs:
             assert r.shape == (VM, VM) and float(r.sum(1).abs().max()) < 1e-12
-        rw = sig.residual_window_signature(x, VM, 8)
+        rw = chains.residual_window_signature(x, VM, 8)
         dev.append(max(float(r.abs().max()) for r in [*rs, rw]))
     assert dev[0] < 0.06 and dev[1] < 0.02
     assert dev[1] < dev[0] / 2  # 10x more tokens: ~ sqrt(10) smaller
 
 
 def test_residuals_of_a_second_order_chain_do_not(second_order, first_order):
-    r2 = sig.residual_skip_signature(second_order, VM, 2)
+    r2 = chains.residual_skip_signature(second_order, VM, 2)
     assert float(r2.abs().max()) > 0.4
-    rw = sig.residual_window_signature(second_order, VM, 6)
-    null = sig.residual_window_signature(first_order[0], VM, 6)
+    rw = chains.residual_window_signature(second_order, VM, 6)
+    null = chains.residual_window_signature(first_order[0], VM, 6)
     assert float(rw.abs().max()) > 0.05 and float(rw.abs().max()) > 3 * float(null.abs().max())
 
 
 def test_residual_window_is_the_weighted_sum(sinky, stream):
     for x, Vx in ((stream, VL), (sinky, 7)):
         w = sig.window_weights(10, 4)
-        expect = sum(w[k - 1] * sig.residual_skip_signature(x, Vx, k) for k in range(1, 5))
+        expect = sum(w[k - 1] * chains.residual_skip_signature(x, Vx, k) for k in range(1, 5))
         torch.testing.assert_close(
-            sig.residual_window_signature(x, Vx, 10, 4), expect, rtol=0, atol=1e-12, equal_nan=True
+            chains.residual_window_signature(x, Vx, 10, 4),
+            expect,
+            rtol=0,
+            atol=1e-12,
+            equal_nan=True,
         )
-        mwp = sig.markov_window_prediction(x, Vx, 10, 4, rows=[1, 0])
-        expect = sum(w[k - 1] * sig.markov_prediction(x, Vx, k, [1, 0]) for k in range(1, 5))
+        mwp = chains.markov_window_prediction(x, Vx, 10, 4, rows=[1, 0])
+        expect = sum(w[k - 1] * chains.markov_prediction(x, Vx, k, [1, 0]) for k in range(1, 5))
         torch.testing.assert_close(mwp, expect, rtol=0, atol=1e-12, equal_nan=True)
 
 
 def test_markov_prediction_scales_to_a_large_vocabulary():
     V_big = 20_000  # a dense V x V float64 would be 3.2 GB
     x = torch.randint(0, V_big, (30_000,), generator=torch.Generator().manual_seed(9))
-    R = sig.markov_prediction(x, V_big, 3, rows=x[:5])
+    R = chains.markov_prediction(x, V_big, 3, rows=x[:5])
     assert R.shape == (5, V_big)
     torch.testing.assert_close(R.sum(1), torch.ones(5, dtype=torch.float64))
 
@@ -358,8 +363,8 @@ def _cond(key, succ, V):
 
 def test_markov_stream_reproduces_its_chain(second_order):
     src = second_order
-    one = sig.markov_stream(src, VM, 1, 64_000, seed=0)
-    two = sig.markov_stream(src, VM, 2, 64_000, seed=0)
+    one = chains.markov_stream(src, VM, 1, 64_000, seed=0)
+    two = chains.markov_stream(src, VM, 2, 64_000, seed=0)
     assert one.shape == two.shape == (64_000,) and one.dtype == torch.long
     chains1 = one.view(256, 250)  # the documented layout: 256 chains of 250 tokens
     err1 = sig.next_token_signature(chains1, VM) - sig.next_token_signature(src, VM)
@@ -379,42 +384,42 @@ def test_markov_stream_reproduces_its_chain(second_order):
 
 def test_markov_stream_seeds_vocabulary_and_layout():
     src = torch.tensor([0, 2, 5, 7])[torch.randint(0, 4, (500,), generator=torch.Generator())]
-    a = sig.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16)
+    a = chains.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16)
     assert a.shape == (1001,)
-    assert torch.equal(a, sig.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16))
-    assert not torch.equal(a, sig.markov_stream(src, 10, 2, 1001, seed=4, n_chains=16))
+    assert torch.equal(a, chains.markov_stream(src, 10, 2, 1001, seed=3, n_chains=16))
+    assert not torch.equal(a, chains.markov_stream(src, 10, 2, 1001, seed=4, n_chains=16))
     assert set(a.tolist()) <= set(src.tolist())
-    assert sig.markov_stream(src, 10, 1, 5, seed=0, n_chains=64).shape == (5,)
+    assert chains.markov_stream(src, 10, 1, 5, seed=0, n_chains=64).shape == (5,)
 
 
 def test_markov_stream_restarts_after_a_dead_end(sinky):
     # token 5 ends the corpus: order-1 chains restart from the successor distribution,
     # the row markov_prediction gives it, so the sample is a sample of that chain
-    out = sig.markov_stream(sinky, 7, 1, 200_000, seed=1, n_chains=500).view(500, 400)
+    out = chains.markov_stream(sinky, 7, 1, 200_000, seed=1, n_chains=500).view(500, 400)
     assert bool((out == 5).any())
     assert not bool((out == 6).any())
     emp = sig.next_token_signature(out, 7, rows=[5, 0, 1])
     torch.testing.assert_close(
-        emp, sig.markov_prediction(sinky, 7, 1, rows=[5, 0, 1]), rtol=0, atol=0.06
+        emp, chains.markov_prediction(sinky, 7, 1, rows=[5, 0, 1]), rtol=0, atol=0.06
     )
     # order 2: the context (x, 5) has no successor either
-    assert sig.markov_stream(sinky, 7, 2, 5000, seed=1).shape == (5000,)
+    assert chains.markov_stream(sinky, 7, 2, 5000, seed=1).shape == (5000,)
 
 
 def test_markov_errors(stream):
     for f in (
-        lambda: sig.markov_prediction(stream, VL, 0),
-        lambda: sig.markov_prediction(stream, VL, 1.5),
-        lambda: sig.markov_prediction(torch.tensor([3]), VL, 1),
-        lambda: sig.markov_prediction(stream, VL, 2, rows=[VL]),
-        lambda: sig.residual_skip_signature(stream, VL, len(stream)),
-        lambda: sig.residual_window_signature(stream, VL, 4, 5),
-        lambda: sig.markov_stream(stream, VL, 0, 10, 0),
-        lambda: sig.markov_stream(stream, VL, 1, 0, 0),
-        lambda: sig.markov_stream(stream, VL, 1, 10, 0, n_chains=0),
-        lambda: sig.markov_stream(stream[:2], VL, 2, 10, 0),
-        lambda: sig.markov_stream(stream, 10**4, 5, 10, 0),
-        lambda: sig.markov_stream(stream.double(), VL, 1, 10, 0),
+        lambda: chains.markov_prediction(stream, VL, 0),
+        lambda: chains.markov_prediction(stream, VL, 1.5),
+        lambda: chains.markov_prediction(torch.tensor([3]), VL, 1),
+        lambda: chains.markov_prediction(stream, VL, 2, rows=[VL]),
+        lambda: chains.residual_skip_signature(stream, VL, len(stream)),
+        lambda: chains.residual_window_signature(stream, VL, 4, 5),
+        lambda: chains.markov_stream(stream, VL, 0, 10, 0),
+        lambda: chains.markov_stream(stream, VL, 1, 0, 0),
+        lambda: chains.markov_stream(stream, VL, 1, 10, 0, n_chains=0),
+        lambda: chains.markov_stream(stream[:2], VL, 2, 10, 0),
+        lambda: chains.markov_stream(stream, 10**4, 5, 10, 0),
+        lambda: chains.markov_stream(stream.double(), VL, 1, 10, 0),
     ):
         with pytest.raises(ValueError):
             f()
@@ -423,16 +428,16 @@ def test_markov_errors(stream):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_markov_cuda_matches_cpu(sinky, second_order):
     for k in (1, 3):
-        out = sig.markov_prediction(sinky.cuda(), 7, k, [5, 0, 6])
+        out = chains.markov_prediction(sinky.cuda(), 7, k, [5, 0, 6])
         assert out.device.type == "cuda"
-        close(out.cpu(), sig.markov_prediction(sinky, 7, k, [5, 0, 6]))
+        close(out.cpu(), chains.markov_prediction(sinky, 7, k, [5, 0, 6]))
     close(
-        sig.residual_window_signature(second_order.cuda(), VM, 6).cpu(),
-        sig.residual_window_signature(second_order, VM, 6),
+        chains.residual_window_signature(second_order.cuda(), VM, 6).cpu(),
+        chains.residual_window_signature(second_order, VM, 6),
     )
-    a = sig.markov_stream(second_order.cuda(), VM, 2, 3000, seed=2)
+    a = chains.markov_stream(second_order.cuda(), VM, 2, 3000, seed=2)
     assert a.device.type == "cuda"
-    assert torch.equal(a.cpu(), sig.markov_stream(second_order, VM, 2, 3000, seed=2))
+    assert torch.equal(a.cpu(), chains.markov_stream(second_order, VM, 2, 3000, seed=2))
 
 
 def chain_prediction_loop(x, V, k):
@@ -471,9 +476,9 @@ def test_chain_prediction_is_the_loop(k, sinky):
     B = torch.randint(0, VM, (3, 80), generator=torch.Generator().manual_seed(12))
     for x, Vx in ((B, VM), (sinky, 7)):
         expect = chain_prediction_loop(x, Vx, k)
-        close(sig.chain_prediction(x, Vx, k), expect)
-        close(sig.chain_prediction(x, Vx, k, rows=[3, 1, 3]), expect[[3, 1, 3]])
-        r = sig.residual_beyond_chain(x, Vx, k)
+        close(chains.chain_prediction(x, Vx, k), expect)
+        close(chains.chain_prediction(x, Vx, k, rows=[3, 1, 3]), expect[[3, 1, 3]])
+        r = chains.residual_beyond_chain(x, Vx, k)
         have = ~torch.isnan(r).any(1)
         assert float(r[have].sum(1).abs().max()) < 1e-12
 
@@ -482,27 +487,27 @@ def test_residual_beyond_chain_vanishes_one_order_down(second_order, first_order
     # k = 2 is the skip-2 residual of the bigram chain, up to the stream's ends
     x = first_order[1]
     torch.testing.assert_close(
-        sig.residual_beyond_chain(x, VM, 2),
-        sig.residual_skip_signature(x, VM, 2),
+        chains.residual_beyond_chain(x, VM, 2),
+        chains.residual_skip_signature(x, VM, 2),
         rtol=0,
         atol=5e-3,
     )
     # zero up to noise on an order-(k-1) chain, not on an order-k one
-    big2 = sig.markov_stream(second_order, VM, 2, 256 * 400, seed=0).view(256, 400)
+    big2 = chains.markov_stream(second_order, VM, 2, 256 * 400, seed=0).view(256, 400)
     x3 = third_order()
-    r3_on_2 = float(sig.residual_beyond_chain(big2, VM, 3).abs().max())
-    r3_on_3 = float(sig.residual_beyond_chain(x3, VM, 3).abs().max())
+    r3_on_2 = float(chains.residual_beyond_chain(big2, VM, 3).abs().max())
+    r3_on_3 = float(chains.residual_beyond_chain(x3, VM, 3).abs().max())
     assert r3_on_2 < 0.03 and r3_on_3 > 0.3
     # the skip-2 residual cannot see what three back adds beyond the trigram chain
-    r2_on_3 = float(sig.residual_beyond_chain(x3, VM, 2).abs().max())
+    r2_on_3 = float(chains.residual_beyond_chain(x3, VM, 2).abs().max())
     assert r2_on_3 < r3_on_3 / 3
 
 
 def test_chain_prediction_errors(stream):
     for f in (
-        lambda: sig.chain_prediction(stream, VL, 1),
-        lambda: sig.chain_prediction(stream[:3], VL, 3),
-        lambda: sig.chain_prediction(stream, 10**4, 6),
+        lambda: chains.chain_prediction(stream, VL, 1),
+        lambda: chains.chain_prediction(stream[:3], VL, 3),
+        lambda: chains.chain_prediction(stream, 10**4, 6),
     ):
         with pytest.raises(ValueError):
             f()

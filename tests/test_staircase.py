@@ -1,4 +1,4 @@
-"""The staircase measurements of lib/staircase.py against direct computations."""
+"""The staircase measurements of lib/measure/staircase.py against direct computations."""
 
 import math
 
@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from lib import engine, models, tasks
-from lib import metrics as M
-from lib import staircase as st
+from lib.data import tasks
+from lib.experiments import staircase_runs
+from lib.measure import onsets, plateaus, staircase_callbacks
+from lib.measure import staircase as st
+from lib.training import engine, layers, models
 
 
 def test_increment():
@@ -29,11 +31,11 @@ def test_onsets():
     rise = np.array([np.nan, 0.0, 0.1, 0.2, 0.5, 0.8, 0.8, 0.7])  # peak 0.8 -> threshold 0.4
     late = np.array([np.nan, 0.0, 0.0, 0.0, 0.1, 0.2, 0.6, 0.6])
     noise = np.array([np.nan, 0.05, -0.05, 0.08, 0.0, 0.02, -0.1, 0.07])
-    onset, thr = M.relative_onset(steps, np.stack([rise, late, noise], 1), frac=0.5, floor=0.1)
+    onset, thr = onsets.relative_onset(steps, np.stack([rise, late, noise], 1), frac=0.5, floor=0.1)
     assert onset[0] == 8 and onset[1] == 32 and math.isnan(onset[2])
     np.testing.assert_allclose(thr, [0.4, 0.3, 0.1])
     with pytest.raises(ValueError):
-        M.relative_onset(steps, rise, frac=0.0)
+        onsets.relative_onset(steps, rise, frac=0.0)
 
 
 # ---------------------------------------------------------------- one stair per order
@@ -106,7 +108,7 @@ def test_bit_callbacks_shared_and_per_instance(per_instance):
             PB2.groups,
             "per-instance",
         )
-    cb = st.bit_callbacks(mdl, data, LAY2, tg, p["E"])
+    cb = staircase_callbacks.bit_callbacks(mdl, data, LAY2, tg, p["E"])
     out = {k: f(0, p) for k, f in cb.items()}
     assert set(out) == {"R0", "R1", "loss_all", "acc", "bit1"}
     # An increment that is exactly the order-1 feature (parity) aligns with order 1.
@@ -119,7 +121,7 @@ def test_bit_callbacks_shared_and_per_instance(per_instance):
         assert v.shape == (2,)
     # At zero logits every label is equally likely: the sign-bit loss is exactly ln 2.
     zero = {k: torch.zeros_like(v) for k, v in p.items()}
-    cb0 = st.bit_callbacks(mdl, data, LAY2, tg, p["E"])
+    cb0 = staircase_callbacks.bit_callbacks(mdl, data, LAY2, tg, p["E"])
     assert torch.allclose(cb0["bit1"](1, zero), torch.full((2,), math.log(2), dtype=torch.float64))
     # The loss matches the engine's cross-entropy.
     ce = engine.cross_entropy(mdl.forward(p, data.X), data.y).double()
@@ -130,15 +132,15 @@ def test_onsets_escapes_and_the_climb_check():
     steps = np.array([0, 1, 2, 4, 8, 16])
     rising = np.array([[np.nan, 0.0, 0.1, 0.2, 0.8, 0.9]]).T
     flat = np.array([[np.nan, 0.0, 0.05, 0.1, 0.1, 0.1]]).T
-    assert st.stair_onsets(steps, rising, floor=0.3)[0] == 8
-    assert st.stair_onsets(steps, flat, floor=0.3)[0] == math.inf
+    assert onsets.stair_onsets(steps, rising, floor=0.3)[0] == 8
+    assert onsets.stair_onsets(steps, flat, floor=0.3)[0] == math.inf
     bit = np.array([[0.69, 0.69, 0.69, 0.5, 0.1, 0.0]]).T
-    assert st.escape_steps(steps, bit)[0] == 8
-    assert st.escape_steps(steps, np.full((6, 1), 0.69))[0] == math.inf
-    assert st.staircase_climbs([[1, 2], [5, 6]])
-    assert not st.staircase_climbs([[1, 2], [5, math.inf]])  # a stair that never comes
-    assert not st.staircase_climbs([[1, 7], [5, 6]])  # out of order in one instance
-    mask = st.plateau_mask(steps, np.hstack([bit, np.full((6, 1), 0.69)]), after=[1, 2])
+    assert onsets.escape_steps(steps, bit)[0] == 8
+    assert onsets.escape_steps(steps, np.full((6, 1), 0.69))[0] == math.inf
+    assert onsets.staircase_climbs([[1, 2], [5, 6]])
+    assert not onsets.staircase_climbs([[1, 2], [5, math.inf]])  # a stair that never comes
+    assert not onsets.staircase_climbs([[1, 7], [5, 6]])  # out of order in one instance
+    mask = plateaus.plateau_mask(steps, np.hstack([bit, np.full((6, 1), 0.69)]), after=[1, 2])
     assert mask[:, 0].tolist() == [False, False, True, False, False, False]
     assert mask[:, 1].tolist() == [False, False, False, True, True, True]
 
@@ -151,7 +153,7 @@ def test_train_bits_batched_runs(model_name):
     else:
         mdl = models.Transformer(PB2.vocab_size, 8, 3, 1, PB2.n_labels, d_mlp=8)
         kw = dict(zero_frozen=("P",), group_lr={"qk": 1e-3})
-    h, gk, sk = st.train_bits(
+    h, gk, sk = staircase_runs.train_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 3, lr=1e-2, log_at=[0, 3], **kw
     )
     assert list(gk) == [1.0, 1.0, 0.5, 0.5] and list(sk) == [0, 1, 0, 1]
@@ -162,10 +164,10 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     floor = {0: 0.2, 1: 0.2}
-    run = st.run_bits(
+    run = staircase_runs.run_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, floor, lr=1e-2, log_at=[0, 1, 2, 4, 6]
     )
-    h, gk, _ = st.train_bits(
+    h, gk, _ = staircase_runs.train_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 6, lr=1e-2, log_at=[0, 1, 2, 4, 6]
     )
     assert run.gammas == [0.5, 1.0] and run.data["R0"].dims == ("step", "gamma", "seed")
@@ -176,9 +178,9 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
         run.arm(0.3)
     s = run.stairs(0.5)
     assert set(s.onsets) == {0, 1} and set(s.escapes) == set(s.plateaus) == {1}
-    np.testing.assert_array_equal(s.onsets[1], st.stair_onsets(steps, m["R1"], floor[1]))
-    np.testing.assert_array_equal(s.escapes[1], st.escape_steps(steps, m["bit1"]))
-    mask = st.plateau_mask(steps, m["bit1"], s.onsets[0])
+    np.testing.assert_array_equal(s.onsets[1], onsets.stair_onsets(steps, m["R1"], floor[1]))
+    np.testing.assert_array_equal(s.escapes[1], onsets.escape_steps(steps, m["bit1"]))
+    mask = plateaus.plateau_mask(steps, m["bit1"], s.onsets[0])
     np.testing.assert_array_equal(s.plateaus[1], mask)
     for k in range(2):
         want = np.median(m["R1"][mask[:, k], k]) if mask[:, k].any() else np.nan
@@ -188,7 +190,7 @@ def test_run_bits_reads_arms_by_gamma_and_matches_the_hand_made_reading():
     for o in s.onsets:
         np.testing.assert_array_equal(own.onsets[o], s.onsets[o])
     # a rerun cut at step 4, logged on the same steps, is the full run's beginning
-    cut = st.run_bits(
+    cut = staircase_runs.run_bits(
         mdl, PB2, LAY2, tg, [0, 1], [1.0, 0.5], 4, floor, lr=1e-2, log_at=[0, 1, 2, 4]
     )
     for k in ("R0", "R1", "bit1"):
@@ -212,21 +214,22 @@ def test_plateau_and_fall_tells_a_plateau_from_a_smooth_decay():
     ln2 = np.log(2)
     plateau = np.where(steps < 150, ln2, ln2 * np.exp(-(steps - 150) / 15))  # sits, then falls
     smooth = ln2 * np.exp(-steps / 200)  # a decay from ln 2 with no plateau, same escape
-    wait, fall = st.plateau_and_fall(steps, np.stack([plateau, smooth], 1), after=[1, 1])
+    wait, fall = plateaus.plateau_and_fall(steps, np.stack([plateau, smooth], 1), after=[1, 1])
     assert wait[0] >= fall[0]  # the plateau passes
     assert wait[1] < fall[1]  # the control fails
     never = np.full((len(steps), 1), ln2)
-    w, f = st.plateau_and_fall(steps, never, after=[1])
+    w, f = plateaus.plateau_and_fall(steps, never, after=[1])
     assert np.isnan(w[0]) and np.isnan(f[0])  # no escape: no plateau to measure
 
 
 def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
-    from lib import models, tasks
+    from lib.data import tasks
+    from lib.training import models
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     mlp = models.EmbMLP(data.vocab_size, 32, 32, data.n_labels, "silu")
-    c1 = models.ACTIVATION_TAYLOR["silu"][0]
-    lead = st.leading_term_callback(mlp, data, lay.anchors, c1)
+    c1 = layers.ACTIVATION_TAYLOR["silu"][0]
+    lead = staircase_callbacks.leading_term_callback(mlp, data, lay.anchors, c1)
     small = lead(0, models.build(mlp, [0, 1], gamma=1.5))
     large = lead(0, models.build(mlp, [0, 1], gamma=0.2))
     assert small.shape == (2,) and small.min() > 0.999
@@ -234,11 +237,11 @@ def test_leading_term_callback_holds_at_small_init_and_fails_at_large():
 
 
 def test_raw_alignment_reads_the_rows_not_the_increment():
-    from lib import tasks
+    from lib.data import tasks
 
     data, lay = tasks.gated_parity_bits(n_keys=4, n_anchors=8)
     tg = st.parity_targets(data, lay)
-    cb = st.raw_alignment_callbacks(tg)
+    cb = staircase_callbacks.raw_alignment_callbacks(tg)
     gen = torch.Generator().manual_seed(0)
     d = tg.phis[0].shape[1]
     E = torch.randn(2, data.vocab_size, d, generator=gen, dtype=torch.float64)
@@ -256,8 +259,10 @@ def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     kw = dict(lr=1e-2, log_at=[0, 2, 4])
-    one = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, **kw)
-    ens = st.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, copies=3, **kw)
+    one = staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, **kw)
+    ens = staircase_runs.run_bits(
+        mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, {0: 0.2, 1: 0.2}, copies=3, **kw
+    )
     assert ens.copies == 3 and one.copies == 1 and ens.seeds == [0, 1]
     assert ens.data["R0"].dims == ("step", "gamma", "seed", "copy")
     _, m1 = one.arm(1.0)
@@ -272,24 +277,50 @@ def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
 
 
 def test_copy_noise_depends_on_the_seed_and_copy_alone():
-    from lib.sweep import Sweep
+    from lib.training.sweep import Sweep
 
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
-    both = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
-    alone = st.copy_params(mdl, Sweep(gamma=[1.0], seed=[1], copy=[0, 1, 2]), 1e-6)
+    both = staircase_runs.copy_params(mdl, Sweep(gamma=[1.0], seed=[0, 1], copy=[0, 1, 2]), 1e-6)
+    alone = staircase_runs.copy_params(mdl, Sweep(gamma=[1.0], seed=[1], copy=[0, 1, 2]), 1e-6)
     assert torch.equal(both["E"][3:], alone["E"])
     rel = (both["E"][1] - both["E"][0]) / both["E"][0]
     assert 1e-7 < rel.abs().max() < 1e-5
 
 
 def test_run_bits_with_a_null_reads_its_own_permutation_floor():
-    from lib import nulls
+    from lib.measure import nulls
 
     tg = st.parity_targets(PB2, LAY2)
     mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
     null = st.label_null(PB2, LAY2, n_perm=10)
-    run = st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, null=null, lr=1e-2, log_at=[0, 2, 4])
+    run = staircase_runs.run_bits(
+        mdl, PB2, LAY2, tg, [0], [1.0], 4, null=null, lr=1e-2, log_at=[0, 2, 4]
+    )
     assert run.history["null1"].shape == (3, 1, 10)
     assert run.floor[1] == nulls.floor_of(run.history["null1"])
     with pytest.raises(ValueError, match="floor or a null"):
-        st.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])
+        staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0], [1.0], 4, lr=1e-2, log_at=[0, 4])
+
+
+def test_gate_blind_keeps_order0_and_removes_bit1_information():
+    task = st.parity_task(12, 12, n_perm=5)
+    data, layout = task.data, task.layout
+    blind, own = st.gate_blind(task, seed=0, n_perm=5)
+    lay = blind.layout
+    B = layout.block
+    # The order-0 part i_z + a of every label is kept; only the block (bit 1) changes.
+    assert torch.equal(blind.data.y % B, data.y % B)
+    assert torch.equal(blind.data.y // B, (lay.bit1 == -1).long())
+    # Same multiset of bits, now independent of (gate, anchor parity): each of the four
+    # cells has about half of each sign, while the real task is deterministic in them.
+    g = (data.X[:, -1] == layout.gates[0]).long()
+    odd = (data.X[:, 1] % 2).long()
+    assert sorted(lay.bit1.tolist()) == sorted(layout.bit1.tolist())
+    for cell in range(4):
+        rows = (2 * g + odd) == cell
+        assert abs(float((lay.bit1[rows] == 1).double().mean()) - 0.5) < 0.2
+        assert float((layout.bit1[rows] == 1).double().mean()) in (0.0, 1.0)
+    # The control is read against the rule's targets and null; its own targets differ.
+    assert blind.targets is task.targets and blind.null is task.null
+    assert set(own.targets.phis) == {0, 1} and own.null is not task.null
+    assert not torch.allclose(own.targets.phis[1], task.targets.phis[1])

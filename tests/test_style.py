@@ -1,4 +1,4 @@
-"""lib/style.py: standard figure sizes."""
+"""lib/book/style.py: standard figure sizes."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lib import style  # noqa: E402
+from lib.book import style  # noqa: E402
 
 
 def test_standard_sizes_grow_with_columns_and_rows_and_stop_at_the_page_width():
@@ -39,7 +39,7 @@ def test_band_draws_the_seeds_and_nothing_for_an_empty_selection():
 def test_log_axes_only_where_the_data_have_a_positive_value():
     import matplotlib.pyplot as plt
 
-    from lib.style import log_axes
+    from lib.book.style import log_axes
 
     fig, (a, b, c) = plt.subplots(1, 3)
     a.plot([0.3, 0.5], [10.0, np.inf], "o")  # one event came, one never did

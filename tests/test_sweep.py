@@ -1,13 +1,13 @@
-"""lib/sweep.py: the labelled grid matches the instance order the engine trains."""
+"""lib/training/sweep.py: the labelled grid matches the instance order the engine trains."""
 
 import numpy as np
 import pytest
 import torch
 
-from lib import engine
 from lib.env import ConfigError
-from lib.models import EmbMLP, build
-from lib.sweep import Sweep
+from lib.training import engine
+from lib.training.models import EmbMLP, build
+from lib.training.sweep import Sweep
 
 
 def test_grid_order_and_selection():

@@ -1,7 +1,7 @@
-"""Each task generator obeys its definition (lib/tasks.py).
+"""Each task generator obeys its definition (lib/data/tasks.py).
 
 Labels are recomputed independently with plain Python loops, and the by-construction
-signature identities are checked by direct counting here (not through lib/signatures.py),
+signature identities are checked by direct counting here (not through lib/data/signatures.py),
 exactly: counts are integers, and "identical signatures" means proportional count rows.
 """
 
@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from lib import tasks as T
+from lib.data import tasks as T
 
 # ---------------------------------------------------------------------------
 # Direct counting helpers
@@ -424,7 +424,7 @@ def test_gated_parity_bits_shuffled_control():
 
 
 def test_label_distributions_train_like_the_full_task():
-    from lib import engine, models
+    from lib.training import engine, models
 
     data, _ = T.selective_parity_bits(n_keys=2, n_anchors=4, width=3)
     X, P = T.label_distributions(data)

@@ -1,11 +1,11 @@
-"""lib/tasks.py, the subject-verb-agreement grammar: labels, attractors and padding."""
+"""lib/data/tasks.py, the subject-verb-agreement grammar: labels, attractors and padding."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lib import tasks
+from lib.data import tasks
 
 
 def test_agreement_grammar_labels():

@@ -4,8 +4,7 @@ import dataclasses
 
 import pytest
 
-from lib import claims
-from lib.book import trying
+from lib.book import claims, trying
 from lib.env import CHAPTER_ENV, SET_ENV, ConfigError
 from lib.experiments import ch01_signatures, config
 from lib.experiments.settings import apply_settings, differences, parse_settings

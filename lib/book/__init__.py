@@ -1,5 +1,12 @@
-"""Build plumbing for the book, called by the Makefile (``python -m lib.booktools CMD``).
+"""The book: what a page shows of the library's results, and how the pages are built.
 
+What a page shows: ``claims`` (what each chapter checks, for the reproduction report),
+``page`` (the one formatter of glued numbers and tables), ``style`` (the figure style and
+palettes) and ``interactive`` (offline slider figures). The chapters and
+:mod:`lib.experiments` use them; they import nothing from the science layers.
+
+The build, called by the Makefile (``python -m lib.booktools CMD``), is the rest of this
+package.
 The book never shows outputs from other code, another scale or another version, and a
 rebuild executes only what changed:
 
@@ -36,6 +43,6 @@ a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM),
 (the stale chapters, through the pool), ``outputs`` (a chapter's outputs, staged and
 published together), ``lock`` (the Makefile's lock, run as a file), ``mathjax`` and ``fold`` (what staging copies and
 folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``),
-``testcache`` (the chapters ``make test`` need not run again) and ``cli`` (the command
-line). :mod:`lib.booktools` gathers them in one namespace.
+``testcache`` (the chapters ``make test`` need not run again), ``trying`` (a chapter run
+with a reader's own settings, ``make try``) and ``cli`` (the command line). :mod:`lib.booktools` is the command run as a program (``python -m lib.booktools``).
 """

@@ -18,7 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..claims import CURVES
+from .claims import CURVES
 from .execute import REPORT_PREFIX
 from .notebook import ROOT, STAMP_KEY, atomic_write, chapters
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp

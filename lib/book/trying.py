@@ -7,7 +7,7 @@ type with one line naming the type it must have. It writes into a folder of its 
 ``build/try/<chapter>-<hash>/`` (the executed notebook, its claims, its log and an HTML
 page), and never touches the book's outputs or stamps. The page opens with a banner that
 names every setting that differs from the book's. Its claims are recorded, not asserted
-(:mod:`lib.claims`): a try run ends with a table of what no longer holds, and does not
+(:mod:`lib.book.claims`): a try run ends with a table of what no longer holds, and does not
 stop at the first.
 
 The chapter's kernel reads the settings from the environment (:data:`SET_ENV`, and
@@ -76,7 +76,7 @@ def _stage_one(executed: Path, stem: str, out: Path, root: Path, top: str) -> Pa
 def no_longer_holds(claims_file: Path) -> list[tuple[str, str, str]]:
     """``(claim id, what it measured, what the chapter says)`` for every claim of a try run
     whose status is not the chapter's verdict."""
-    from ..claims import Claim, load
+    from .claims import Claim, load
 
     if not claims_file.is_file():  # a chapter that checks no claim
         return []
@@ -128,7 +128,7 @@ def run_try(only: str, settings_text: str, scale: str, device: str, root: Path, 
         raise ConfigError(f"the try page could not be built: {' | '.join(tail)}")
     failed = no_longer_holds(folder / "claims" / f"{md.stem}.json")
     if failed:
-        from ..page import table_markdown
+        from .page import table_markdown
 
         log(f"\n{len(failed)} claim(s) no longer hold with these settings:")
         log(table_markdown(failed, ["claim", "measured", "the chapter says"]))

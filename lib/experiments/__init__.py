@@ -18,6 +18,16 @@ A chapter starts with::
 
     cfg, device = announce(ex, cpu_threads=1)
 
+Beside the chapters' modules: ``settings`` (a reader's own settings for ``make try``),
+``expansion`` (the configuration the two expansion chapters share), ``staircase_runs``
+(the staircase's batched training runs, which four chapters share), and the QK/OV
+chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
+``qkov_official`` (the official code's saved outputs).
+
+This is the layer that starts training runs: the chapters, their modules here and the
+shared runs call :func:`lib.training.engine.train`; the layers below define the models,
+the losses, what a run logs and how it is read, and never start a run themselves.
+
 Configs validate themselves: a field given a value of the wrong type, or an override
 with an unknown key or one equal to the book default, is refused with one line that
 names the key, the chapter and the scale.

@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from .. import metrics as M
-from ..tasks import TaskData
+from ..data.tasks import TaskData
+from ..measure import metrics as M
 from . import ChapterConfig
 
 CHAPTER = "01_signatures"

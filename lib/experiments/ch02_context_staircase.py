@@ -1,8 +1,8 @@
 """Chapter 2, the context staircase: the gated-parity-bit task, its runs and their reading.
 
 The measurements (targets, partial R, noise floors, onsets, escapes, plateaus) live in
-:mod:`lib.staircase`; this module holds the chapter's constants and the bookkeeping that
-turns its runs (:class:`lib.staircase.BitRun`, one per model) into the tables of the
+:mod:`lib.measure.staircase`; this module holds the chapter's constants and the bookkeeping that
+turns its runs (:class:`lib.measure.staircase.BitRun`, one per model) into the tables of the
 page.
 """
 
@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..style import COLORS, band, figsize
+from ..book.style import COLORS, band, figsize
 from . import ChapterConfig
 
 CHAPTER = "02_context_staircase"
@@ -26,7 +26,7 @@ class Config(ChapterConfig):
     """Chapter 2 at book scale.
 
     n_keys, n_keys_three: keys of the two-stair and the three-stair task
-        (:func:`lib.tasks.gated_parity_bits`).
+        (:func:`lib.data.tasks.gated_parity_bits`).
     h_weights: how often h+ and h- occur in the three-stair task (2:1): an exactly balanced
         h would make the third stair a saddle (a run can stay on it for thousands of
         steps), and at 3:2 it is still close enough to one that the order-2 geometry forms
@@ -38,7 +38,7 @@ class Config(ChapterConfig):
     seeds: the seeds of every run (one instance each, per gamma).
     n_logs: logged steps per run (log-spaced).
     null_perm, null_q: label permutations of every run's floors and their quantile: each run
-        is read against its own permutation floor (:mod:`lib.nulls`, the floor of every
+        is read against its own permutation floor (:mod:`lib.measure.nulls`, the floor of every
         staircase chapter).
     floor_samples: Gaussian increments of the older noise floor (its 95th percentile),
         which Chapters 10 and 11 still read for this model; Chapter 2 no longer does.
@@ -76,7 +76,7 @@ class Config(ChapterConfig):
     copies, copy_rel: the attention model's staircase is read as a rate: every seed at small
         init is an ensemble of ``copies`` instances whose initial weights are multiplied by
         1 + copy_rel * z (copy 0: the seed itself), and P(climb) is reported per seed with a
-        Wilson interval (:mod:`lib.rates`). climb_min: the threshold, fixed before the runs,
+        Wilson interval (:mod:`lib.measure.rates`). climb_min: the threshold, fixed before the runs,
         that P(climb) must reach in every seed.
     stability_tol: the Emb-MLP runs are rerun at small init from inits multiplied by
         1 + copy_rel * z; every onset and escape must move by at most stability_tol logged
@@ -90,7 +90,7 @@ class Config(ChapterConfig):
     min_wait_over_fall: a plateau of bit j is a stretch on which its sign-bit loss sits at
         >= 0.9 ln 2 (after the previous stair's onset) at least this many times as long, in
         linear time, as the loss then takes to fall below 0.5 ln 2
-        (:func:`lib.staircase.plateau_and_fall`); a smooth decay from ln 2 fails it.
+        (:func:`lib.measure.plateaus.plateau_and_fall`); a smooth decay from ln 2 fails it.
     min_speedup: the factor by which large init must shorten the bit-1 plateau (median
         escape step), and by which the sweep's escape step must grow from the largest
         init to the smallest.

@@ -4,7 +4,7 @@ The Emb-MLP's embedding gradient is checked against autograd at initialization a
 init rate γ; full-batch GD at γ = 1 shows the hand-over of the centring; the T3 escape
 from the symmetric saddle is one batched run (seeds × seeded asymmetry δ) of clipped
 full-batch GD in float64; the linear model is trained by GD at γ = 1. The physics is in
-:mod:`lib.flow`; this module holds the constants and the bookkeeping around it.
+:mod:`lib.theory.flow`; this module holds the constants and the bookkeeping around it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import engine, flow
-from .. import metrics as M
+from ..measure import metrics as M
+from ..theory import flow, saddle
+from ..training import engine
 from .expansion import CI_OVERRIDES, ExpansionCheck
 
 CHAPTER = "03_ffn_flow"
@@ -188,7 +189,7 @@ def escape_callback(model, X, y, first, second, sym_k, S_start, lr, clip):
 
     The callback logs, per instance, (K, 4): the effective step size (``lr`` times the
     clip factor), |A|, |S - S(0)| and the training accuracy. On the symmetric instances
-    ``sym_k`` it also appends H_A (:func:`lib.flow.antisymmetric_hessian`, (n_sym, Pd, Pd))
+    ``sym_k`` it also appends H_A (:func:`lib.theory.saddle.antisymmetric_hessian`, (n_sym, Pd, Pd))
     to the returned list, one entry per logged step.
     """
     H_path = []
@@ -199,13 +200,13 @@ def escape_callback(model, X, y, first, second, sym_k, S_start, lr, clip):
             grads = torch.autograd.grad(loss, list(p.values()))
         gnorm = torch.sqrt(sum(gr.flatten(1).pow(2).sum(1) for gr in grads))
         sub = {k: v.detach()[sym_k] for k, v in p.items()}
-        H_path.append(flow.antisymmetric_hessian(model, sub, X, y, first, second).cpu())
+        H_path.append(saddle.antisymmetric_hessian(model, sub, X, y, first, second).cpu())
         E_now = p["E"].detach()
         S_now = (E_now[:, first] + E_now[:, second]).cpu() / 2
         return torch.stack(
             [
                 lr * torch.clamp(clip / (gnorm + 1e-12), max=1.0).cpu(),
-                flow.antisymmetric_part(E_now, first, second).norm(dim=(1, 2)).cpu(),
+                saddle.antisymmetric_part(E_now, first, second).norm(dim=(1, 2)).cpu(),
                 (S_now - S_start).norm(dim=(1, 2)),
                 (model.forward(p, X).argmax(-1) == y).double().mean(-1).cpu(),
             ],

@@ -5,7 +5,7 @@ last token) on the gated task T3. Its embedding gradient is checked against auto
 initialization across the init rate γ, with the default position embedding and with one
 as small as the token embedding; then full-batch GD at two init rates follows, on one time
 axis, how far attention is from uniform and when the QK weights move. The physics is in
-:mod:`lib.flow`; this module holds the constants and the logging callback.
+:mod:`lib.theory.flow`; this module holds the constants and the logging callback.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import flow
-from .. import metrics as M
+from ..measure import attention
+from ..measure import metrics as M
+from ..theory import attention_flow, flow
 from .expansion import CI_OVERRIDES, ExpansionCheck
 
 CHAPTER = "04_attention_flow"
@@ -58,7 +59,7 @@ class Config(ExpansionCheck):
         24 (its staircase model).
     freeze_step: the step from which the embedding is frozen in the ablation: after the
         order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
-    null_perm: the label permutations of every run's floors (:mod:`lib.nulls`; each run is
+    null_perm: the label permutations of every run's floors (:mod:`lib.measure.nulls`; each run is
         read against its own permutation floor, as in Chapter 2).
     copies, copy_rel: the race is measured on an ensemble of the learned-OV 24-anchor model:
         every seed run as ``copies`` instances whose initial weights differ by a relative
@@ -106,12 +107,12 @@ def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
     """A training callback logging, per instance, the (K, 9) quantities ``DYNAMICS``.
 
     In order: the distance D of the attention from uniform
-    (:func:`lib.flow.attention_distance`); the distance D_qs it would have with W_Q, W_K
+    (:func:`lib.measure.attention.attention_distance`); the distance D_qs it would have with W_Q, W_K
     frozen at ``p_start`` (the quasi-static prediction); the attention entropy; the
     relative change of W_Q W_K^T since ``p_start``; R_0 and R_1 of the ``anchors``'
     embedding increments with the order-0 signature ``phi0`` and the order-1 signature
     ``inter``; the cosine of the true gradient with the residual term and with all three
-    terms (:func:`lib.flow.attention_terms`, centred on ``centre``); and the QK path's
+    terms (:func:`lib.theory.attention_flow.attention_terms`, centred on ``centre``); and the QK path's
     share of the gradient.
     """
     E0 = p_start["E"]
@@ -119,16 +120,16 @@ def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
 
     def stats(step, p):
         grad = flow.neg_grad_E(model, p, X, y)
-        T = flow.attention_terms(model, p, S, centre=centre)
-        qk = flow.attention_qk_path(model, p, X, y)
+        T = attention_flow.attention_terms(model, p, S, centre=centre)
+        qk = attention_flow.attention_qk_path(model, p, X, y)
         _, A = model.forward(p, X, return_attention=True)
         p_qs = dict(p, Q0=p_start["Q0"], K0=p_start["K0"])
         _, A_qs = model.forward(p_qs, X, return_attention=True)
         QK = p["Q0"] @ p["K0"].transpose(1, 2)
         logged = [
-            flow.attention_distance(A[0]),
-            flow.attention_distance(A_qs[0]),
-            flow.attention_entropy(A[0]),
+            attention.attention_distance(A[0]),
+            attention.attention_distance(A_qs[0]),
+            attention.readout_attention_entropy(A[0]),
             (QK - QK0).norm(dim=(1, 2)) / QK0.norm(dim=(1, 2)),
             M.r_cos(p["E"][:, anchors], phi0[anchors], W0=E0[:, anchors]),
             M.r_cos(p["E"][:, anchors], inter, W0=E0[:, anchors]),
@@ -159,8 +160,8 @@ ABLATED = (LEARNED_12, IDENTITY_24)
 def where_row(stairs, m, seed_index: int, floor1: float) -> dict:
     """One seed of one run of the section: escape, order-1 stair and the probes at the end.
 
-    ``stairs`` is the arm's :class:`lib.staircase.Stairs`, ``m`` its metrics
-    (:meth:`lib.staircase.BitRun.arm`).
+    ``stairs`` is the arm's :class:`lib.measure.staircase.Stairs`, ``m`` its metrics
+    (:meth:`lib.measure.staircase.BitRun.arm`).
     """
     k = seed_index
     row = {

@@ -2,7 +2,7 @@
 
 E1 and E2 are one batched run of the Emb-MLP over (task, init, seed); E3 (embedding
 transplants) and E4 (injecting synonym groups) one batched run each. The embedding
-constructions and the auxiliary-data stream are in :mod:`lib.embedstruct`; this module holds
+constructions and the auxiliary-data stream are in :mod:`lib.training.embedstruct`; this module holds
 the chapter's constants, its task set, its callbacks and the tables that read the runs.
 """
 
@@ -15,9 +15,11 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from .. import metrics as M
-from .. import page, tasks
-from .. import signatures as sig
+from ..book import page
+from ..data import signatures as sig
+from ..data import tasks
+from ..measure import metrics as M
+from ..measure import onsets
 from . import ChapterConfig
 
 CHAPTER = "06_embeddings_matter"
@@ -147,7 +149,7 @@ SEQ_LEN = 3  # every task padded to T1's length
 def e1_tasks(cfg: Config) -> tuple[dict, dict, int]:
     """E1's twins and E2's T1, their train/test splits padded to one length, and one vocabulary.
 
-    Returns ``(raw, split, V)``: the :class:`lib.tasks.Task` of each name, ``{name: {"train",
+    Returns ``(raw, split, V)``: the :class:`lib.data.tasks.Task` of each name, ``{name: {"train",
     "test": TaskData}}`` with every sequence padded by a marker token (the last token of the
     vocabulary) to :data:`SEQ_LEN`, and the vocabulary size V.
     """
@@ -245,7 +247,7 @@ def pair_cosine(E0, pair_mask):
 
 
 def per_seed(values, fmt: str = "{:.0f}") -> str:
-    """Values over seeds in words (:mod:`lib.page`), in seed order: ``750, 725 and 700``;
+    """Values over seeds in words (:mod:`lib.book.page`), in seed order: ``750, 725 and 700``;
     ``—`` for a run that never got there (an infinite or missing value)."""
     return page.listing(
         [fmt.format(v) if np.isfinite(v) else page.MISSING for v in values], noun=""
@@ -335,7 +337,7 @@ def e4_rows(h4, sweep, inits, fit_acc: float) -> list[dict]:
     for init in inits:
         for arm in A4:
             ks = sweep.index(arm=arm, init=init)
-            fit = M.onset_step(h4.steps, h4["train_acc"][:, ks], fit_acc)
+            fit = onsets.onset_step(h4.steps, h4["train_acc"][:, ks], fit_acc)
             rows.append(
                 {
                     "init": init,
@@ -353,7 +355,7 @@ def e4_rows(h4, sweep, inits, fit_acc: float) -> list[dict]:
 def reach_steps(steps, curves, levels) -> np.ndarray:
     """Per seed j, the first logged step at which ``curves[:, j]`` reaches ``levels[j]``."""
     return np.array(
-        [M.onset_step(steps, curves[:, j], levels[j]) for j in range(len(levels))], dtype=float
+        [onsets.onset_step(steps, curves[:, j], levels[j]) for j in range(len(levels))], dtype=float
     )
 
 

@@ -12,8 +12,8 @@ The chapter shares its machinery with Chapter 8
   balancedness drift).
 
 The model (single-query attention with collapsed or factorized circuits) is
-:mod:`lib.qkov`, the reduced two-scalar theory :mod:`lib.reduced`, the Scan-and-Snap data
-:mod:`lib.tasks`.
+:mod:`lib.training.qkov`, the reduced two-scalar theory :mod:`lib.theory.reduced`, the Scan-and-Snap data
+:mod:`lib.data.tasks`.
 
 The equal-rate Scan-and-Snap runs of this chapter (FAFO, FACO, CAFO) are those of Chapter
 8's Section 1, run again here from the same settings: :data:`SHARED_WITH_CH08` names the

@@ -13,16 +13,17 @@ The chapter shares its machinery with Chapter 7
   the Shakespeare metrics).
 
 The model (single-query attention with collapsed or factorized circuits) is
-:mod:`lib.qkov`, the reduced two-scalar theory :mod:`lib.reduced`, the Scan-and-Snap data
-and the agreement grammar :mod:`lib.tasks`, the corpus :mod:`lib.corpora`, and the
-matched-loss reading and the faithfulness scores :mod:`lib.metrics`.
+:mod:`lib.training.qkov`, the reduced two-scalar theory :mod:`lib.theory.reduced`, the Scan-and-Snap data
+and the agreement grammar :mod:`lib.data.tasks`, the corpus :mod:`lib.data.corpora`, and the
+matched-loss reading and the faithfulness scores :mod:`lib.measure.metrics`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import qkov, tasks
+from ..data import tasks
+from ..training import qkov
 from . import ChapterConfig
 
 CHAPTER = "08_sharper_attention"
@@ -145,7 +146,7 @@ class Config(ChapterConfig):
     def gamma_fixed(self) -> float:
         """The init rate of the fixed-attention runs: the one at which our Gaussian init has
         the standard deviation of PyTorch's default ``nn.Linear(50, 50)`` init, the init of
-        the official Fig 3 code (:func:`lib.qkov.torch_default_gamma`)."""
+        the official Fig 3 code (:func:`lib.training.qkov.torch_default_gamma`)."""
         return qkov.torch_default_gamma(tasks.ScanSnap.VOCAB)
 
 

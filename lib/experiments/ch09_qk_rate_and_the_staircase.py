@@ -13,18 +13,18 @@ skip-k signature onsets.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .. import engine, flow, lm, models, tasks
-from .. import metrics as M
-from .. import signatures as sig
-from .. import staircase as st
+from ..data import signatures as sig
+from ..data import windows
 from ..env import ConfigError
-from ..sweep import Sweep
+from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
+from ..measure.staircase import StairTask
+from ..training import engine, models
+from ..training.sweep import Sweep
 from . import ChapterConfig
 from . import ch02_context_staircase as ch02
 from . import config as chapter_config
@@ -53,13 +53,13 @@ class Config(ChapterConfig):
     seeds: the seeds of the learned-OV runs; an instance's initial weights depend only on
         its seed, so the rates of one seed are paired.
     steps, n_logs: Adam steps of the learned-OV runs; n_logs log-spaced and n_logs evenly
-        spaced logging steps (:func:`lib.engine.log_grid`).
+        spaced logging steps (:func:`lib.training.engine.log_grid`).
     stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
         Chapter 2's rate and the fastest at which its factorized runs still converge (its
         escapes come before step 250; by step 400 its loss has settled). It asks a yes/no
         question of every instance and fits no exponent, so it has fewer seeds.
     null_perm, null_q: the label permutations of every run's floors and their quantile
-        (:mod:`lib.nulls`: each run is read against its own permutation floor, the rule of
+        (:mod:`lib.measure.nulls`: each run is read against its own permutation floor, the rule of
         every staircase chapter).
     conv_frac: the convergence rule, fixed before any number is read: an instance counts
         when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
@@ -178,32 +178,6 @@ OVERRIDES = {
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Task:
-    """A gated-parity-bit task as the chapter reads it: the data, its layout, the order-0/1
-    targets on the anchors and their label-permutation null (:class:`lib.nulls.PermutationNull`)."""
-
-    data: tasks.TaskData
-    layout: tasks.ParityBits
-    targets: st.OrderTargets
-    null: object
-
-
-def parity_task(n_keys: int, n_anchors: int, n_perm: int) -> Task:
-    """Chapter 2's two-stair task with ``n_keys`` keys and ``n_anchors`` anchors."""
-    data, layout = tasks.gated_parity_bits(n_keys, n_anchors)
-    targets = st.parity_targets(data, layout)
-    return Task(data, layout, targets, st.label_null(data, layout, n_perm))
-
-
-def run_floor(h, cfg: Config, prefix: str = "") -> dict:
-    """A run's own permutation floor of each order (:func:`lib.nulls.floor_of`)."""
-    from ..nulls import floor_of
-
-    orders = sorted(int(k[len(prefix) + 4 :]) for k in h.metrics if k.startswith(prefix + "null"))
-    return {o: floor_of(h[f"{prefix}null{o}"], cfg.null_q) for o in orders}
-
-
 def staircase_config(cfg: Config):
     """Chapter 2's config at this chapter's scale: its staircase model (no OV, its anchors)
     must be trained as there, so its learning rate and init rate must be this chapter's."""
@@ -219,30 +193,6 @@ def staircase_config(cfg: Config):
             f"chapter {CHAPTER}: stair_r_grid {cfg.stair_r_grid} lacks Chapter 2's r={cfg2.r}"
         )
     return cfg2
-
-
-def gate_blind(task: Task, seed: int, n_perm: int) -> tuple[Task, Task]:
-    """The negative control: the bit-1 signs permuted across sequences, so that neither the
-    gate nor the anchor (nor both together) carries information about bit 1.
-
-    Order 0 is untouched (``i_z + a`` is kept), so the first stair should still come.
-    Returns the control task, read against the *rule's* targets and their null (what must
-    not come is the rule's order-1 geometry), and the control read against the shuffled
-    labels' own targets and their own null.
-    """
-    data, layout = task.data, task.layout
-    perm = torch.randperm(len(data.y), generator=torch.Generator().manual_seed(seed))
-    s1 = layout.bit1[perm]
-    y = data.y - layout.block * (layout.bit1 == -1) + layout.block * (s1 == -1)
-    blind = tasks.TaskData(
-        data.X.clone(), y, data.vocab_size, data.n_labels, dict(data.groups), data.name
-    )
-    blind.name = data.name + ", bit-1 signs shuffled"
-    lay = tasks.ParityBits(
-        layout.anchors, layout.keys, layout.gates, layout.h, layout.k, layout.block, s1, None
-    )
-    own = Task(blind, lay, st.parity_targets(blind, lay), st.label_null(blind, lay, n_perm))
-    return Task(blind, lay, task.targets, task.null), own
 
 
 # ---------------------------------------------------------------------------
@@ -267,69 +217,15 @@ def attention_model(
     )
 
 
-def qk_product(model: models.Transformer, params) -> torch.Tensor:
-    """W_QK of layer 0, (K, d, d): the collapsed matrix, or W_Q W_K^T."""
-    if model.qk == "collapsed":
-        return params["QK0"]
-    return params["Q0"] @ params["K0"].transpose(1, 2)
-
-
-def attention_callbacks(model, X, params0) -> dict:
-    """Per instance: the readout row's mean attention on each position ``attn`` (K, L), its
-    total-variation distance from uniform ``attn_dist`` (K,), its largest weight
-    ``attn_max`` (K,; mean over sequences: 1 is a saturated softmax), the Frobenius norm of
-    W_QK ``qk_norm`` (K,), and its relative change ``qk_drift`` = |W_QK - W_QK(0)| /
-    |W_QK(0)| (K,)."""
-    QK0 = qk_product(model, params0).detach().clone()
-    unif = 1.0 / X.shape[-1]
-    # Layer 0's attention depends only on E, P and the QK weights: a view of the model
-    # without its value path and MLP computes the same scores with a third of the work.
-    scores_only = dataclasses.replace(model, ov="identity", d_mlp=0)
-
-    def measure(step, p):
-        _, A = scores_only.forward(p, X, return_attention=True)
-        row = A[0][..., -1, :].double()  # (K, N, L): the readout (gate) position's row
-        W = qk_product(model, p)
-        return dict(
-            attn=row.mean(1),
-            attn_dist=0.5 * (row - unif).abs().sum(-1).mean(1),
-            attn_max=row.max(-1).values.mean(1),
-            qk_norm=W.flatten(1).norm(dim=1),
-            qk_drift=(W - QK0).flatten(1).norm(dim=1) / QK0.flatten(1).norm(dim=1),
-        )
-
-    return engine.cached_callbacks(
-        measure, ("attn", "attn_dist", "attn_max", "qk_norm", "qk_drift")
-    )
-
-
 def rate_sweep(r_grid, seeds) -> Sweep:
     """The (r, seed) grid of one run."""
     return Sweep(r=list(r_grid), seed=list(seeds))
 
 
-def signature_callbacks(task: Task, E0, prefix: str) -> dict:
-    """Callbacks ``{prefix}R{o}`` and ``{prefix}null{o}``: the partial R of each order of
-    ``task.targets`` on the anchors' embedding increment and its permutation null (as
-    :func:`lib.staircase.bit_callbacks` logs them), for reading one run against a second set
-    of signatures."""
-    E0, tok = E0.detach().clone(), list(task.targets.tokens)
-
-    def measure(step, params):
-        dE = st.increment(params["E"], E0, tok, subtract_mean_row=True)
-        out = {f"{prefix}R{o}": v for o, v in st.order_partials(dE, task.targets).items()}
-        return out | {f"{prefix}null{o}": v for o, v in task.null(dE).items()}
-
-    orders = task.targets.orders
-    return engine.cached_callbacks(
-        measure, [f"{prefix}R{o}" for o in orders] + [f"{prefix}null{o}" for o in orders]
-    )
-
-
 def train_rates(
     cfg: Config,
     model,
-    task: Task,
+    task: StairTask,
     sw: Sweep,
     device,
     steps: int,
@@ -341,20 +237,23 @@ def train_rates(
 
     Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
     embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.staircase.bit_callbacks` with the task's permutation null and
-    :func:`attention_callbacks`, and for each ``prefix: task`` of ``also`` the
-    :func:`signature_callbacks` of that task's targets.
+    :func:`lib.measure.staircase_callbacks.bit_callbacks` with the task's permutation null and
+    :func:`lib.measure.attention.readout_attention_callbacks`, and for each ``prefix: task`` of
+    ``also`` the :func:`lib.measure.staircase_callbacks.signature_callbacks` of that task's
+    targets.
     """
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     with torch.no_grad():
         params["P"].zero_()
     X, y = task.data.X.to(device), task.data.y.to(device)
-    callbacks = st.bit_callbacks(
+    callbacks = staircase_callbacks.bit_callbacks(
         model, task.data, task.layout, task.targets, params["E"], null=task.null
     )
-    callbacks.update(attention_callbacks(model, X, params))
+    callbacks.update(attention.readout_attention_callbacks(model, X, params))
     for prefix, extra in (also or {}).items():
-        callbacks.update(signature_callbacks(extra, params["E"], prefix))
+        callbacks.update(
+            staircase_callbacks.signature_callbacks(extra.targets, extra.null, params["E"], prefix)
+        )
     return engine.train(
         model,
         params,
@@ -375,11 +274,11 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
 
     ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
     ``counted`` (converged, at a rate where more than half of the seeds converged),
-    ``onset0``, ``onset1`` (:func:`lib.staircase.stair_onsets` against the run's floor
-    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.staircase.escape_steps`),
+    ``onset0``, ``onset1`` (:func:`lib.measure.onsets.stair_onsets` against the run's floor
+    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.onsets.escape_steps`),
     ``leave`` (first logged step at which the readout row's distance from uniform reaches
     ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
-    plateau (median over :func:`lib.staircase.plateau_mask`) and at the end, final ``R0``,
+    plateau (median over :func:`lib.measure.plateaus.plateau_mask`) and at the end, final ``R0``,
     ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
     (``loss_peak``), and at the end the readout's largest attention weight
     (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
@@ -388,11 +287,11 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
     import xarray as xr
 
     steps = h.steps
-    on0 = st.stair_onsets(steps, h["R0"], floor[0])
-    on1 = st.stair_onsets(steps, h["R1"], floor[1])
-    esc = st.escape_steps(steps, h["bit1"])
-    leave = M.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
-    plateau = st.plateau_mask(steps, h["bit1"], on0)
+    on0 = onsets.stair_onsets(steps, h["R0"], floor[0])
+    on1 = onsets.stair_onsets(steps, h["R1"], floor[1])
+    esc = onsets.escape_steps(steps, h["bit1"])
+    leave = onsets.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
+    plateau = plateaus.plateau_mask(steps, h["bit1"], on0)
     converged = h["loss_all"][-1] < cfg.conv_frac * np.log(2)
     conv_rs = converged.reshape(sw.shape)  # (r, seed)
     rate_counts = conv_rs.mean(1) > 0.5
@@ -439,24 +338,6 @@ def per_instance_table(summaries: dict, names):
     return pd.concat(rows).reset_index().set_index(["arm", "r", "seed"])
 
 
-def share_band(flags: np.ndarray, n_boot: int, seed: int, level: float = 0.95) -> np.ndarray:
-    """Per rate, the share of the counted instances that are True, with its bootstrap
-    interval over seeds: ``flags`` is (r, seed) with NaN where an instance does not count;
-    returns (r, 3) rows of (share, lo, hi), NaN at a rate without counted instances."""
-    out = np.full((flags.shape[0], 3), np.nan)
-    for i, row in enumerate(flags):
-        if not np.isfinite(row).any():
-            continue
-
-        def share(idx, row=row):
-            picked = row[idx]
-            ok = np.isfinite(picked)
-            return float(picked[ok].mean()) if ok.any() else np.nan
-
-        out[i] = M.seed_bootstrap(share, len(row), n_boot, seed, level)
-    return out
-
-
 def failed_instances(summaries: dict):
     """Every instance that did not converge, one row each (``{(model, qk): Dataset}``): its
     final and peak loss, the readout's largest attention weight and the norm of W_QK at the
@@ -491,14 +372,14 @@ def failed_instances(summaries: dict):
 
 def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
     """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
-    (:func:`lib.metrics.loglog_exponent`), over the counted rates at which ``premise``
+    (:func:`lib.measure.statistics.loglog_exponent`), over the counted rates at which ``premise``
     ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
     exponent is NaN where fewer than ``cfg.min_fit_rates`` rates qualify."""
     Y = where_counted(ds, name)
     cnt = ds["counted"].values
     ok = cnt.any(1) & np.all(premise | ~cnt, axis=1)
     Y[~ok] = np.nan
-    fit = M.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
+    fit = statistics.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
     return fit, int(ok.sum())
 
 
@@ -510,9 +391,9 @@ def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
 def shakespeare_stream(cfg: Config, device):
     """Training characters of Shakespeare (whole plays held out), the tokenizer, the tracked
     characters (the most frequent) and their centred next-token and skip-k signatures."""
-    from .. import corpora
+    from ..data import corpora, tokenizers
 
-    split = corpora.char_split(corpora.load_shakespeare())
+    split = tokenizers.char_split(corpora.load_shakespeare())
     tok, stream = split.tokenizer, split.train
     counts = torch.bincount(stream, minlength=tok.vocab_size)
     tracked = torch.argsort(counts, descending=True)[: cfg.shk_top].tolist()
@@ -545,17 +426,17 @@ def shakespeare_run(cfg: Config, tok, stream, tracked, device):
     )
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     # A fixed probe batch of training windows (its own seed) on which attention is read.
-    probe = lm.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
+    probe = windows.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
     X_probe = probe(0)[0][0]
     # the embedding's similarities only: the chapter reads no unembedding geometry
     callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
-    callbacks["attn_dist"] = lambda step, p: flow.attention_distance(
+    callbacks["attn_dist"] = lambda step, p: attention.attention_distance(
         model.forward(p, X_probe, return_attention=True)[1][0]
     )
     h = engine.train(
         model,
         params,
-        lm.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
+        windows.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
         cfg.shk_steps,
         optimizer="adam",
         lr=cfg.shk_lr,
@@ -577,7 +458,7 @@ def skip_onsets(h, sw: Sweep, phi: dict, n_perm: int):
     out, R, null = {}, {}, {}
     for name, c in curves.items():
         null[name] = float(np.nanmax(c["null_hi"]))
-        on = M.relative_onset(h.steps, c["R"], frac=0.5, floor=null[name])[0]
+        on = onsets.relative_onset(h.steps, c["R"], frac=0.5, floor=null[name])[0]
         out[name] = np.where(np.isnan(on), np.inf, on)
         R[name] = c["R"]
     return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()}), R, null
@@ -588,21 +469,13 @@ __all__ = [
     "Config",
     "OVERRIDES",
     "POSITIONS",
-    "Task",
-    "parity_task",
     "staircase_config",
-    "gate_blind",
     "attention_model",
-    "qk_product",
-    "attention_callbacks",
     "rate_sweep",
     "train_rates",
-    "signature_callbacks",
-    "run_floor",
     "stair_summary",
     "where_counted",
     "per_instance_table",
-    "share_band",
     "failed_instances",
     "exponent",
     "shakespeare_stream",

@@ -3,7 +3,7 @@ and what large initialization does.
 
 The staircase task, its model and Adam's rate are Chapter 2's (``config(ch02)`` at the same
 scale); this module holds what is new here: the competing-orders runs
-(:mod:`lib.order`), the lazy arm, and the time-resolved arm. The length of the plateau
+(:mod:`lib.theory.order`), the lazy arm, and the time-resolved arm. The length of the plateau
 (the gamma law) is Chapter 11's.
 """
 
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import order
-from ..engine import train
-from ..models import build
-from ..sweep import Sweep
+from ..theory import order
+from ..training.engine import train
+from ..training.models import build
+from ..training.sweep import Sweep
 from . import ChapterConfig
 
 CHAPTER = "10_what_sets_the_order"
@@ -35,7 +35,7 @@ class Config(ChapterConfig):
     min_ahead: order 0 comes first "in time" if the rows' R0 is above its floor for at
         least this many logged steps before their R1 leaves its floor.
     n_anchors: anchors per family of the competing-orders task
-        (:func:`lib.tasks.competing_orders`; 2 n + 2 tokens in all).
+        (:func:`lib.data.tasks.competing_orders`; 2 n + 2 tokens in all).
     d_model, d_hidden: the competing-orders Emb-MLP's widths (smaller than Chapter 2's:
         a sweep of hundreds of instances must fit the budget).
     gammas: the init rates of the competing-orders runs, from large init (0.25, larger
@@ -105,8 +105,8 @@ def competing_runs(model, tasks: dict, cfg: Config, optimizer: str, device) -> t
 
     ``tasks`` maps an arm name to ``(data, layout)``; every arm shares the sequences, so
     instance k trains on its arm's labels with its ratio's sequence weights
-    (:func:`lib.order.strength_weights`). Returns the sweep and ``{"low", "high"}``: each
-    family's escape step (:func:`lib.order.escapes`) per instance, plus the history.
+    (:func:`lib.theory.order.strength_weights`). Returns the sweep and ``{"low", "high"}``: each
+    family's escape step (:func:`lib.theory.order.escapes`) per instance, plus the history.
     """
     arms = list(tasks)
     ratios = [2.0**e for e in cfg.log2_ratios]
@@ -153,7 +153,7 @@ def grid(sw: Sweep, values, arm: str) -> np.ndarray:
 
 
 def boundaries(sw: Sweep, esc: dict, arm: str) -> np.ndarray:
-    """ln rho* per (gamma, seed) of one arm (:func:`lib.order.boundary`)."""
+    """ln rho* per (gamma, seed) of one arm (:func:`lib.theory.order.boundary`)."""
     low, high = grid(sw, esc["low"], arm), grid(sw, esc["high"], arm)
     x = np.log(np.asarray(sw.axes["ratio"], dtype=float))
     return np.stack([order.boundary(x, low[i], high[i]) for i in range(low.shape[0])])

@@ -1,12 +1,12 @@
 """Chapter 12, when attention has to learn where to look: config and plumbing.
 
-The task is :func:`lib.tasks.selective_parity_bits`: both gates in every sequence, the one
+The task is :func:`lib.data.tasks.selective_parity_bits`: both gates in every sequence, the one
 just before the anchor counts, so the bag of tokens is the same for both values of the bit
 and uniform attention cannot read it. One-layer attention models (no value or output
 weights, learned positions, the readout row attending to the context only) are trained
 with their query-key weights learned, frozen at init, and zeroed (exactly uniform
-attention), each seed as an ensemble of perturbed copies (:mod:`lib.rates`), and read
-against label-permutation floors (:mod:`lib.nulls`). A sweep of the query-key rate ratio,
+attention), each seed as an ensemble of perturbed copies (:mod:`lib.measure.rates`), and read
+against label-permutation floors (:mod:`lib.measure.nulls`). A sweep of the query-key rate ratio,
 factorized and collapsed, asks Chapter 9's question on this task.
 """
 
@@ -17,10 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import engine, models, tasks
-from .. import metrics as M
-from .. import staircase as st
-from ..sweep import Sweep
+from ..data import tasks
+from ..measure import onsets, staircase_callbacks
+from ..measure import staircase as st
+from ..training import engine, models
+from ..training.sweep import Sweep
+from ..training.transformer import qk_product
 from . import ChapterConfig
 
 CHAPTER = "12_attention_that_learns"
@@ -33,7 +35,7 @@ KEY, OTHER, GATE = 0, 1, 2
 class Config(ChapterConfig):
     """Chapter 12 at book scale.
 
-    The task (:func:`lib.tasks.selective_parity_bits`):
+    The task (:func:`lib.data.tasks.selective_parity_bits`):
     n_keys: distractor keys, 1: a key is in no label, so one is enough to give attention
         a position that carries nothing.
     n_anchors: 24, as Chapter 2's attention task: with 12 the permutation floor of R1 is
@@ -54,9 +56,9 @@ class Config(ChapterConfig):
     seeds, copies, copy_rel: the seeds, each an ensemble of ``copies`` instances whose
         initial weights differ by a relative ``copy_rel`` (copy 0: the seed itself).
     steps, n_logs: Adam steps of every run; n_logs log-spaced and n_logs evenly spaced
-        logging steps (:func:`lib.engine.log_grid`).
+        logging steps (:func:`lib.training.engine.log_grid`).
     n_perm, null_q: the label permutations of the floors and their quantile
-        (:mod:`lib.nulls`).
+        (:mod:`lib.measure.nulls`).
     delta: the distance at which attention counts as having moved, Chapter 4's delta: the
         readout row leaves uniform when its total-variation distance from uniform over the
         context reaches delta, and finds the gate when its mean |A_2 - A_1| does.
@@ -136,13 +138,6 @@ def qk_names(mdl: models.Transformer) -> tuple[str, ...]:
     return ("QK0",) if mdl.qk == "collapsed" else ("Q0", "K0")
 
 
-def qk_product(mdl: models.Transformer, params) -> torch.Tensor:
-    """W_QK of layer 0, (K, d, d): the collapsed matrix, or W_Q W_K^T."""
-    if mdl.qk == "collapsed":
-        return params["QK0"]
-    return params["Q0"] @ params["K0"].transpose(1, 2)
-
-
 def readout_row(mdl, params, X) -> torch.Tensor:
     """The readout (anchor) row's attention on the three context positions, (K, N, 3)."""
     with torch.no_grad():
@@ -204,7 +199,7 @@ def bit_accuracy(mdl, params, data, layout) -> np.ndarray:
 
 def first_step(steps, curves, level: float) -> np.ndarray:
     """Per instance, the first logged step at which a curve reaches ``level`` (inf: never)."""
-    on = M.onset_step(steps, curves, level)
+    on = onsets.onset_step(steps, curves, level)
     on = on.numpy() if torch.is_tensor(on) else np.asarray(on, dtype=float)
     return np.where(np.isnan(on), np.inf, on)
 
@@ -239,15 +234,17 @@ def ratio_sweep(cfg: Config) -> Sweep:
 
 def train_ratios(cfg: Config, mdl, data, layout, targets, null, device, fit, desc: str):
     """One batched full-batch Adam run over the (r, seed) grid: the QK group at r * lr,
-    trained on ``fit`` (:func:`lib.tasks.label_distributions` of ``data``).
+    trained on ``fit`` (:func:`lib.data.tasks.label_distributions` of ``data``).
 
     Returns ``(history, sweep, floor)`` with the run's own permutation floor.
     """
-    from ..nulls import floor_of
+    from ..measure.nulls import floor_of
 
     sw = ratio_sweep(cfg)
     params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)
-    callbacks = st.bit_callbacks(mdl, data, layout, targets, params["E"], null=null)
+    callbacks = staircase_callbacks.bit_callbacks(
+        mdl, data, layout, targets, params["E"], null=null
+    )
     callbacks.update(attention_callbacks(mdl, data.X.to(device)))
     h = engine.train(
         mdl,
@@ -271,8 +268,8 @@ def ratio_summary(h, sw: Sweep, floor: dict, cfg: Config) -> dict:
     (Chapter 9's rule on the excess loss), ``climbed`` (:func:`climbs`), the order-1
     onset, the bit's escape and the step at which attention finds the gate."""
     steps = h.steps
-    on = {o: st.stair_onsets(steps, h[f"R{o}"], floor[o]) for o in (0, 1)}
-    esc = st.escape_steps(steps, h["bit1"])
+    on = {o: onsets.stair_onsets(steps, h[f"R{o}"], floor[o]) for o in (0, 1)}
+    esc = onsets.escape_steps(steps, h["bit1"])
     stairs = st.Stairs(on, {1: esc}, {}, {})
     conv = excess_loss(h["loss_all"][-1], cfg.width) < cfg.conv_frac * np.log(2)
     conv_rs = conv.reshape(sw.shape)

@@ -62,7 +62,7 @@ FIG2_PANELS = ("FAFO", "FACO", "CACO, r=5")
 
 
 def _ours_fig2(found) -> str:
-    from ..page import number
+    from ..book.page import number
 
     return "modal bin " + ", ".join(
         f"{name}: {number(c.values[0])}-{number(c.values[0] + 0.2)}"
@@ -72,7 +72,7 @@ def _ours_fig2(found) -> str:
 
 
 def _ours_fig4(found) -> str:
-    from ..page import number
+    from ..book.page import number
 
     alphas = [v for v in found[0].values[: len(official.FIG4_END)]]
     return f"α at loss {official.FIG4_TARGET_LOSS:g}: " + ", ".join(
@@ -81,7 +81,7 @@ def _ours_fig4(found) -> str:
 
 
 def _ours_fig3(found) -> str:
-    from ..page import number
+    from ..book.page import number
 
     v = found[0].values
     al = official.FIG3_ALPHAS
@@ -147,7 +147,7 @@ def headline_rows(records) -> list[tuple[str, str, str, str]]:
     ours (the measured number, or the row's own reading, and in how many seeds or cases it
     held) and its category under the book's counting rule (several, where the row reads
     several claims). Raises when a headline names no claim."""
-    from .. import claims
+    from ..book import claims
 
     rows = []
     for h in headlines():
@@ -166,8 +166,8 @@ def headline_glue(records) -> dict[str, str]:
     measured number)."""
     import re
 
-    from .. import claims
-    from ..page import MISSING, share
+    from ..book import claims
+    from ..book.page import MISSING, share
 
     out = {}
     for h in HEADLINES:
@@ -196,7 +196,7 @@ def book_figure(stair: dict, sharp: dict):
     rate ratio r (seeds as points and their mean), with the reduced ODE's prediction."""
     import numpy as np
 
-    from ..style import COLORS, band, log_axes, subplots
+    from ..book.style import COLORS, band, log_axes, subplots
 
     fig, (a, b) = subplots(1, 2)
     steps = stair["stair_steps"]

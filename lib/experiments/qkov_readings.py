@@ -6,7 +6,7 @@ metrics (Chapter 8).
 Functions return numbers and tables, never sentences: the chapter's prose says what they
 mean. The runs are :mod:`lib.experiments.qkov_training`; the official code's saved outputs
 :mod:`lib.experiments.qkov_official`; generic metrics (the matched-loss reading,
-attention entropy, faithfulness) :mod:`lib.metrics`.
+attention entropy, faithfulness) :mod:`lib.measure.metrics`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import engine, metrics, qkov
+from ..measure import attention, matched_loss
+from ..theory import qkov_flow
+from ..training import engine
 from . import qkov_official as official
 from .qkov_training import snapshots
 
@@ -31,7 +33,7 @@ def stats_over_training(history, model, batch) -> dict[str, np.ndarray]:
     X, y, _, dm = batch
     out: dict[str, list] = {}
     for i in range(len(history.steps)):
-        st = qkov.attention_stats(model, snapshots(history, model, i, X.device), X, y, dm)
+        st = attention.attention_stats(model, snapshots(history, model, i, X.device), X, y, dm)
         for key, v in st.items():
             v = v.cpu()
             out.setdefault(key, []).append(v.numpy() if v.dim() == 1 else v.mean(-1).numpy())
@@ -48,7 +50,7 @@ def means_at_matched_loss(stats, groups, loss_star, keys) -> dict[str, dict[str,
         s = stats[name]
         out[label] = {
             key: float(
-                np.mean(metrics.at_matched_loss(s["loss"][:, sel], s[key][:, sel], loss_star))
+                np.mean(matched_loss.at_matched_loss(s["loss"][:, sel], s[key][:, sel], loss_star))
             )
             for key in keys
         }
@@ -89,12 +91,12 @@ def reading_index(stats_run, history, sel, reading, loss_star, lr, fixed_flow=No
     code), else where the logged training loss first reaches the code's stopping loss (the
     lowest logged training loss if never)."""
     if reading == "matched loss":
-        return metrics.first_log_below(stats_run["loss"][:, sel], loss_star)
+        return matched_loss.first_log_below(stats_run["loss"][:, sel], loss_star)
     if fixed_flow is not None:
         i = int(np.nonzero(lr * history.steps >= fixed_flow)[0][0])
         return np.full(history["loss"][:, sel].shape[1], i)
     train = history["loss"][:, sel]
-    idx = metrics.first_log_below(train, official.FIG2_STOP_LOSS)
+    idx = matched_loss.first_log_below(train, official.FIG2_STOP_LOSS)
     return np.where(idx >= 0, idx, train.argmin(0))
 
 
@@ -119,7 +121,7 @@ def fig2_rows(stats, runs, panels, loss_star, lr):
         h = runs[name][1]
         train = h["loss"][:, sel]
         fixed_flow = official.FIG2_CACO_FLOW_TIME if panel == "CACO, r=5" else None
-        reached = bool((metrics.first_log_below(train, official.FIG2_STOP_LOSS) >= 0).all())
+        reached = bool((matched_loss.first_log_below(train, official.FIG2_STOP_LOSS) >= 0).all())
         if not reached and fixed_flow is None:
             not_reached.append(panel)
         for reading in ("matched loss", "code's reading"):
@@ -204,11 +206,11 @@ def unbalanced_fraction_callback(p0):
 
 def project_run(model, history, device) -> tuple[np.ndarray, np.ndarray]:
     """(mu_qk, mu_ov), each (n_logs, K): every logged CACO weight projected onto the
-    symmetric ansatz (:func:`lib.qkov.symmetric_projection`)."""
+    symmetric ansatz (:func:`lib.theory.qkov_flow.symmetric_projection`)."""
     mu_qk, mu_ov = [], []
     for i in range(len(history.steps)):
         p = snapshots(history, model, i, device)
-        a, o = qkov.symmetric_projection(p["W_QK"], p["W_OV"], model.scale)
+        a, o = qkov_flow.symmetric_projection(p["W_QK"], p["W_OV"], model.scale)
         mu_qk.append(a)
         mu_ov.append(o)
     return np.array(mu_qk), np.array(mu_ov)
@@ -301,7 +303,7 @@ def unigram_loss(stream: torch.Tensor, val_stream: torch.Tensor, vocab_size: int
 def shk_table(at: dict[str, np.ndarray], r_inst, r_grid) -> list[dict]:
     """The Shakespeare table, one row per QK multiplier: the seed mean and range
     ``(mean, min, max)`` of each quantity read at the matched loss (for
-    :func:`lib.page.table`, which writes them as intervals)."""
+    :func:`lib.book.page.table`, which writes them as intervals)."""
     columns = {
         "entropy (nats)": "H",
         "normalized entropy": "Hn",

@@ -1,8 +1,8 @@
 """The training runs of Chapters 7 and 8 and their data: the Scan-and-Snap runs with weight
 snapshots, and the Shakespeare data.
 
-The model is :mod:`lib.qkov`, the data :mod:`lib.tasks` and :mod:`lib.corpora`, the
-training loop :mod:`lib.engine`; the chapters' settings are their ``Config``
+The model is :mod:`lib.training.qkov`, the data :mod:`lib.data.tasks` and :mod:`lib.data.corpora`, the
+training loop :mod:`lib.training.engine`; the chapters' settings are their ``Config``
 (:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`,
 :mod:`lib.experiments.ch08_sharper_attention`). What is read from the runs is
 :mod:`lib.experiments.qkov_readings`.
@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .. import corpora, engine, lm, qkov, tasks
-from ..init import init_params
+from ..data import corpora, tasks, tokenizers, windows
+from ..training import engine, qkov
+from ..training.init import init_params
 
 if TYPE_CHECKING:
     from . import ch07_rescaling_and_reduced_dynamics as ch07
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def to_device(batch, device):
-    """A NamedTuple of tensors (e.g. :class:`lib.tasks.AgreementBatch`) on ``device``."""
+    """A NamedTuple of tensors (e.g. :class:`lib.data.tasks.AgreementBatch`) on ``device``."""
     return type(batch)(*(t.to(device) for t in batch))
 
 
@@ -55,8 +56,8 @@ def train_scan_snap(
     cfg: ch07.Config | ch08.Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device
 ):
     """One batched SGD run of parameterization ``name`` from the official code's init
-    (:func:`lib.qkov.code_init_`), one instance per seed; returns ``(model, history)``
-    with a weight snapshot at every step of :func:`lib.engine.log_grid`. Chapters 7 and 8
+    (:func:`lib.training.qkov.code_init_`), one instance per seed; returns ``(model, history)``
+    with a weight snapshot at every step of :func:`lib.training.engine.log_grid`. Chapters 7 and 8
     both run it with the same settings, so that both train the same runs."""
     m = qkov.SingleQueryAttention.named(name)
     params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
@@ -76,11 +77,11 @@ def train_scan_snap(
 
 
 def shakespeare_data(cfg: ch08.Config, device):
-    """The Shakespeare corpus split by whole plays (:func:`lib.corpora.char_split`) and the
+    """The Shakespeare corpus split by whole plays (:func:`lib.data.tokenizers.char_split`) and the
     fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
     ``cfg.shk_val_n`` validation windows of ``cfg.shk_context`` characters."""
-    split = corpora.char_split(corpora.load_shakespeare())
-    sampler = lm.window_sampler(
+    split = tokenizers.char_split(corpora.load_shakespeare())
+    sampler = windows.window_sampler(
         split.val, cfg.shk_context, cfg.shk_val_n, [cfg.shk_val_seed], device=device
     )
     Xv, yv = (t[0] for t in sampler(0))

@@ -1,6 +1,6 @@
 """The slider figure's JavaScript, run in headless chromium: moving the slider redraws."""
 
-from lib.interactive import slider_figure
+from lib.book.interactive import slider_figure
 
 from .test_pages import browser  # noqa: F401  (the shared chromium fixture)
 

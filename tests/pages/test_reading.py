@@ -9,7 +9,7 @@ at 1400 x 900, the size a reader's laptop shows, with every fold closed.
 * No display equation is wider than its column.
 * The text of every figure shows at :data:`MIN_TEXT_PX` CSS px or more at its displayed
   size: each PNG records the size of its smallest text in its own pixels
-  (``lib.style.figure_png``), scaled here by the width the page gives the image.
+  (``lib.book.style.figure_png``), scaled here by the width the page gives the image.
 * A chapter opens with one box of at most three bullets and :data:`BOX_WORDS` words.
 * No page is taller than :data:`PAGE_PX`, the report no taller than :data:`REPORT_PX`.
 
@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from lib.style import MIN_FONT_KEY
+from lib.book.style import MIN_FONT_KEY
 
 from .test_pages import HTML, pages
 
@@ -251,7 +251,9 @@ def test_figure_text_is_readable_at_its_displayed_size(measured, page):
             continue
         font = _png_min_font(src)
         if font is None:
-            small.append(f"{Path(src).name}: no record of its text size (draw it with lib.style)")
+            small.append(
+                f"{Path(src).name}: no record of its text size (draw it with lib.book.style)"
+            )
             continue
         shown = font * img["shown"] / img["natural"]
         if shown < MIN_TEXT_PX:
@@ -307,7 +309,7 @@ return out;
 
 @pytest.mark.parametrize("page", _PAGES, ids=_id)
 def test_every_slider_moves_its_curves(reader, page):
-    """A slider figure (lib.interactive) redraws its curves and its label when moved, in the
+    """A slider figure (lib.book.interactive) redraws its curves and its label when moved, in the
     built page, offline."""
     _need(page)
     reader.get(page.as_uri())
