@@ -349,13 +349,18 @@ def markov_stream(
     out = torch.empty((L, n_chains), dtype=torch.long, device=dev)
     mod = V ** (m - 1)
     restart = (u * N).long().clamp_max(N - 1)  # a uniformly random corpus position
+    # The distinct contexts, where each starts in the sorted keys and how often it occurs: a
+    # step searches this short table, not every corpus position.
+    contexts, count = torch.unique_consecutive(key, return_counts=True)
+    start = torch.cumsum(count, 0) - count
+    n_ctx = contexts.numel()
     ctx = torch.zeros(n_chains, dtype=torch.long, device=dev)
     for step in range(L):
         j = restart[step]  # step 0: every chain starts as a restart
         if step:
-            lo = torch.searchsorted(key, ctx)
-            cnt = torch.searchsorted(key, ctx, right=True) - lo
-            j = torch.where(cnt > 0, lo + torch.minimum((u[step] * cnt).long(), cnt - 1), j)
+            at = torch.searchsorted(contexts, ctx).clamp_max(n_ctx - 1)
+            cnt = torch.where(contexts[at] == ctx, count[at], 0)
+            j = torch.where(cnt > 0, start[at] + torch.minimum((u[step] * cnt).long(), cnt - 1), j)
         out[step] = succ[j]
         ctx = (key[j] % mod) * V + out[step]  # the context after the emitted token
     return out.T.reshape(-1)[:n_tokens]

@@ -49,11 +49,16 @@ def emb_mlp_input_hessian(model: EmbMLP, params, X, y) -> torch.Tensor:
     a, d1 = a.detach(), d1.detach()
     p = torch.softmax(act(a) @ W2, -1)  # (K, N, n)
     Y = torch.nn.functional.one_hot(torch.as_tensor(y, device=E.device), W2.shape[-1]).to(F64)
-    J = torch.einsum("kdm,knm,kmc->kndc", W1, d1, W2)  # (K, N, d, n)
-    Jp = torch.einsum("kndc,knc->knd", J, p)
-    gauss = torch.einsum("kndc,knc,knec->knde", J, p, J) - Jp[..., :, None] * Jp[..., None, :]
-    w = d2 * torch.einsum("kmc,knc->knm", W2, p - Y)  # (K, N, m)
-    curv = torch.einsum("kdm,knm,kem->knde", W1, w, W1)
+    K, N = a.shape[:2]
+    d, n = W1.shape[1], W2.shape[-1]
+    # J and the curvature term are sums over the hidden units m: each is one matrix product
+    # of the (K, N, m) per-sequence weights with a (K, m, .) table of products of weights,
+    # rather than N small products per instance.
+    J = (d1 @ torch.einsum("kdm,kmc->kmdc", W1, W2).reshape(K, -1, d * n)).view(K, N, d, n)
+    Jp = (J @ p[..., None])[..., 0]  # (K, N, d)
+    gauss = (J * p[:, :, None, :]) @ J.mT - Jp[..., :, None] * Jp[..., None, :]
+    w = d2 * ((p - Y) @ W2.mT)  # (K, N, m)
+    curv = (w @ torch.einsum("kdm,kem->kmde", W1, W1).reshape(K, -1, d * d)).view(K, N, d, d)
     return gauss + curv
 
 
