@@ -2,10 +2,8 @@
 
 from lib.book.interactive import slider_figure
 
-from .test_pages import browser  # noqa: F401  (the shared chromium fixture)
 
-
-def test_the_slider_redraws_the_curve(browser, tmp_path):  # noqa: F811
+def test_the_slider_redraws_the_curve(browser, tmp_path):
     import numpy as np
 
     x = np.geomspace(1, 100, 20)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -30,25 +29,6 @@ def pages() -> list[Path]:
     )
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    driver_path = shutil.which("chromedriver")
-    if driver_path is None:
-        raise FileNotFoundError("chromedriver is missing: apt-get install chromium chromium-driver")
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000"):
-        opts.add_argument(arg)
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    driver.set_script_timeout(60)
-    yield driver
-    driver.quit()
-
-
 _TYPESET = """
 const done = arguments[arguments.length - 1];
 if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
@@ -63,7 +43,7 @@ def test_the_book_has_pages():
 
 @pytest.mark.parametrize("page", pages() if (HTML / "index.html").is_file() else [None],
                          ids=lambda p: str(p.relative_to(HTML)) if p else "no-book")  # fmt: skip
-def test_page_reads_offline(browser, page):
+def test_page_reads_offline(visit, page):
     if page is None:
         pages()  # raises, naming the missing build
     html = page.read_text(encoding="utf-8")
@@ -71,30 +51,14 @@ def test_page_reads_offline(browser, page):
     remote = [u for u in remote if not u.startswith(("https://github.com", "http://github.com"))]
     assert not remote, f"{page.name} loads from the network: {remote}"
 
-    browser.get_log("browser")  # drop what earlier pages left
-    browser.get(page.as_uri())
-    state = browser.execute_async_script(_TYPESET)
-    assert state in ("typeset", "no math"), f"{page.name}: MathJax {state}"
-    text = browser.execute_script("return document.body.innerText")
-    raw = [m for m in ("\\(", "\\[", "$$") if m in text]
+    seen = visit(page)
+    assert seen["typeset"] in ("typeset", "no math"), f"{page.name}: MathJax {seen['typeset']}"
+    raw = [m for m in ("\\(", "\\[", "$$") if m in seen["body"]]
     assert not raw, f"{page.name}: untypeset math {raw} in the rendered text"
-    prose = browser.execute_script(
-        "const b = document.body.cloneNode(true);"
-        "b.querySelectorAll('pre, code, script, .highlight').forEach(e => e.remove());"
-        "return b.innerText"
-    )
-    dollars = re.findall(r"\$[^$\s][^$\n]{0,40}\$", prose)
+    dollars = re.findall(r"\$[^$\s][^$\n]{0,40}\$", seen["prose"])
     assert not dollars, (
         f"{page.name}: dollar math left as text (e.g. in a glued sentence): {dollars[:3]}"
     )
-    broken = browser.execute_script(
-        "return [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
-    )
-    assert not broken, f"{page.name}: images that do not load: {broken}"
-    unresolved = browser.execute_script(
-        "return [...document.querySelectorAll('span.xref, span.pending_xref')]"
-        ".filter(e => !e.closest('a')).map(e => e.textContent)"
-    )
-    assert not unresolved, f"{page.name}: unresolved references {unresolved}"
-    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert not errors, f"{page.name}: console errors {errors}"
+    assert not seen["broken"], f"{page.name}: images that do not load: {seen['broken']}"
+    assert not seen["unresolved"], f"{page.name}: unresolved references {seen['unresolved']}"
+    assert not seen["errors"], f"{page.name}: console errors {seen['errors']}"

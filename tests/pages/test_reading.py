@@ -29,7 +29,6 @@ from lib.book.style import MIN_FONT_KEY
 
 from .test_pages import HTML, pages
 
-WINDOW = (1400, 900)
 FIRST_FIGURE_PX = 1800
 MIN_TEXT_PX = 10.0
 BOX_WORDS = 110
@@ -45,76 +44,6 @@ def reading_pages() -> list[Path]:
 
 def _id(p):
     return str(p.relative_to(HTML)) if p else "no-book"
-
-
-@pytest.fixture(scope="module")
-def reader():
-    """Chromium at the reader's window size."""
-    import shutil
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    driver_path = shutil.which("chromedriver")
-    if driver_path is None:
-        raise FileNotFoundError("chromedriver is missing: apt-get install chromium chromium-driver")
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                f"--window-size={WINDOW[0]},{WINDOW[1]}", "--force-device-scale-factor=1"):  # fmt: skip
-        opts.add_argument(arg)
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    driver.set_script_timeout(60)
-    driver.set_window_size(*WINDOW)
-    yield driver
-    driver.quit()
-
-
-_READY = """
-const done = arguments[arguments.length - 1];
-const imgs = [...document.images].map(i => i.complete ? null :
-  new Promise(r => { i.onload = i.onerror = r; }));
-const math = (window.MathJax && MathJax.startup && MathJax.startup.promise) ?
-  MathJax.startup.promise : Promise.resolve();
-Promise.all([math, ...imgs.filter(Boolean)]).then(() => done('ready'), e => done('error ' + e));
-"""
-
-# The page as a reader sees it: the article's visible text, without code cells (innerText
-# leaves out closed folds), and the measurements the checks below read.
-_MEASURE = """
-const art = document.querySelector('article') || document.querySelector('main') || document.body;
-const clone = art.cloneNode(true);
-clone.querySelectorAll('.cell_input, .highlight, pre, code, script, style, .headerlink')
-  .forEach(e => e.remove());
-const y = window.scrollY;
-const figs = [...art.querySelectorAll('img, .book-slider-figure svg, figure')]
-  .filter(e => e.getBoundingClientRect().height > 20);
-const first = figs.length ? figs[0].getBoundingClientRect().top + y : null;
-const images = [...art.querySelectorAll('img')].map(i => ({
-  src: i.currentSrc || i.src, natural: i.naturalWidth,
-  shown: i.getBoundingClientRect().width}));
-const svgText = [...art.querySelectorAll('svg text')].map(t => {
-  const svg = t.ownerSVGElement; const vb = svg.viewBox && svg.viewBox.baseVal;
-  const scale = (vb && vb.width) ? svg.getBoundingClientRect().width / vb.width : 1;
-  return {text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * scale};
-}).filter(t => t.text.trim());
-const equations = [...art.querySelectorAll('mjx-container[display="true"]')].map(m => ({
-  width: m.scrollWidth, column: m.clientWidth,
-  tex: (m.getAttribute('aria-label') || m.textContent).slice(0, 60)}));
-const boxes = [...art.querySelectorAll('div.admonition.finding')].map(b => ({
-  words: b.innerText.replace(/^\\s*[^\\n]*\\n/, '').split(/\\s+/).filter(Boolean).length,
-  bullets: b.querySelectorAll(':scope > ul > li, :scope > ol > li').length}));
-return {text: clone.innerText, first: first, images: images, svgText: svgText,
-        equations: equations, boxes: boxes,
-        height: document.documentElement.scrollHeight};
-"""
-
-
-def measure(reader, page: Path) -> dict:
-    reader.get(page.as_uri())
-    state = reader.execute_async_script(_READY)
-    assert state == "ready", f"{page.name}: {state}"
-    return reader.execute_script(_MEASURE)
 
 
 def is_chapter(page: Path) -> bool:
@@ -192,15 +121,9 @@ def test_the_text_rules_find_machine_output_and_pass_prose():
 
 
 @pytest.fixture(scope="module")
-def measured(reader):
-    cache: dict[Path, dict] = {}
-
-    def get(page: Path) -> dict:
-        if page not in cache:
-            cache[page] = measure(reader, page)
-        return cache[page]
-
-    return get
+def measured(visit):
+    """The page as a reader sees it (:data:`conftest._MEASURE`), from its one visit."""
+    return lambda page: visit(page)["measured"]
 
 
 _PAGES = reading_pages() if (HTML / "index.html").is_file() else [None]
@@ -292,28 +215,12 @@ def test_pages_are_not_too_tall(measured, page):
     assert height <= limit, f"{page.name} is {height} px tall with its folds closed (limit {limit})"
 
 
-_SLIDERS = """
-const out = [];
-for (const fig of document.querySelectorAll('.book-slider-figure')) {
-  const s = fig.querySelector('input[type=range]');
-  const live = () => [...fig.querySelectorAll('path[stroke-width]')].map(p => p.getAttribute('d'));
-  const label = () => fig.querySelector('output').textContent;
-  const move = v => { s.value = v; s.dispatchEvent(new Event('input')); return [live(), label()]; };
-  const [a, la] = move(s.min), [b, lb] = move(s.max);
-  out.push({changed: JSON.stringify(a) !== JSON.stringify(b) && la !== lb,
-            positions: +s.max - +s.min + 1, title: fig.innerText.split('\\n')[0]});
-}
-return out;
-"""
-
-
 @pytest.mark.parametrize("page", _PAGES, ids=_id)
-def test_every_slider_moves_its_curves(reader, page):
+def test_every_slider_moves_its_curves(visit, page):
     """A slider figure (lib.book.interactive) redraws its curves and its label when moved, in the
     built page, offline."""
     _need(page)
-    reader.get(page.as_uri())
-    sliders = reader.execute_script(_SLIDERS)
+    sliders = visit(page)["sliders"]
     if not sliders:
         pytest.skip("no slider on this page")
     still = [s["title"] for s in sliders if s["positions"] > 1 and not s["changed"]]
