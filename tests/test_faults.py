@@ -2,8 +2,8 @@
 folder, through the project's own Makefile and command line: Ctrl-C, a full disk, a
 read-only build folder, and the one-chapter build's warnings.
 
-Run by ``make faults`` (a phase of ``make test``), not by ``make unit``: each case runs
-chapters in kernels, seconds each. The disk cases mount a small tmpfs in a user and mount
+Run by ``make faults``, and by ``make test`` beside the unit tests; not by ``make unit``: each
+case runs chapters in kernels, seconds each. The disk cases mount a small tmpfs in a user and mount
 namespace of their own (``unshare``); where the system allows none, they are skipped.
 """
 
