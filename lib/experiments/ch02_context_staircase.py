@@ -84,7 +84,10 @@ class Config(ChapterConfig):
         CPU threads sums these runs in the same order on a CPU: it perturbs nothing and is
         not run.)
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
-        control), of the attention model and of the three-stair Emb-MLP.
+        control), of the attention model and of the three-stair Emb-MLP. Each run's last
+        stair comes in the first half of its budget or earlier (the attention model escapes
+        bit 1 by step 140, the three-stair Emb-MLP bit 2 by step 476, at ci and at book), so
+        every plateau and every fall is read whole.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
         1 - lead_tol on every anchor.
     min_wait_over_fall: a plateau of bit j is a stretch on which its sign-bit loss sits at
@@ -121,8 +124,8 @@ class Config(ChapterConfig):
     climb_min: float = 0.8
     stability_tol: int = 2
     two_steps: int = 1000
-    attn_steps: int = 800
-    three_steps: int = 1200
+    attn_steps: int = 500
+    three_steps: int = 900
     lead_tol: float = 1e-3
     min_speedup: float = 5.0
     min_wait_over_fall: float = 1.0
@@ -136,8 +139,7 @@ OVERRIDES = {
         floor_samples=2000,
         sweep_gammas=(0.3, 0.5, 0.75, 1.0),
         two_steps=600,
-        attn_steps=500,
-        three_steps=900,
+        attn_steps=350,
         three_gammas=(1.0,),
     ),
     "paper": dict(
