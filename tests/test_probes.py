@@ -113,6 +113,11 @@ def test_bit_probe_callbacks_read_a_model_and_a_planted_bit(ov):
     v2 = {n: f(1, q) for n, f in cb.items()}
     assert v2["probe_mlp"].min() > 0.9  # relu of (gate + anchor) carries the XNOR
     assert v2["probe_E"].min() > 0.9 and v2["probe_attn"].min() > 0.9  # the planted parity
+    # read on instance 1 alone: its values, NaN on instance 0
+    one = bit_probe_callbacks(model, data, lay, tg, p, instances=[1])
+    v1 = {n: f(1, q) for n, f in one.items()}
+    for n, t in v1.items():
+        assert t.shape == (2,) and t[0].isnan() and torch.allclose(t[1], v2[n][1]), n
 
 
 def test_stability_passes_a_copy_and_fails_a_shift_or_a_flipped_verdict():

@@ -276,6 +276,28 @@ def test_copies_are_the_seed_perturbed_and_read_back_per_seed():
     assert len(ens.stairs(1.0).onsets[1]) == 6
 
 
+def test_copy_zero_of_an_ensemble_is_the_run_without_copies():
+    tg = st.parity_targets(PB2, LAY2)
+    mdl = models.EmbMLP(PB2.vocab_size, 8, 8, PB2.n_labels)
+    null = st.label_null(PB2, LAY2, n_perm=10)
+    kw = dict(null=null, lr=1e-2, log_at=[0, 2, 4])
+    one = staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, **kw)
+    ens = staircase_runs.run_bits(mdl, PB2, LAY2, tg, [0, 1], [1.0], 4, copies=3, **kw)
+    zero, first = ens.copy(0), ens.copy(1)
+    assert zero.copies == 1 and zero.seeds == [0, 1] and "copy" not in zero.sweep.axes
+    # the same trajectories (readings summed over another batch agree to rounding)
+    np.testing.assert_array_equal(zero.history["loss_all"], one.history["loss_all"])
+    for name, v in one.history.metrics.items():
+        np.testing.assert_allclose(zero.history[name], v, rtol=1e-12, atol=1e-14)
+    assert zero.floor == pytest.approx(one.floor, rel=1e-12)  # its own instances' null
+    assert torch.equal(zero.params["E"], one.params["E"])
+    assert not np.array_equal(first.history["loss_all"], zero.history["loss_all"])
+    with pytest.raises(ValueError, match="no copies"):
+        one.copy(0)
+    with pytest.raises(ValueError, match="copy 3 was not run"):
+        ens.copy(3)
+
+
 def test_copy_noise_depends_on_the_seed_and_copy_alone():
     from lib.training.sweep import Sweep
 

@@ -100,7 +100,7 @@ def train_bits(
     ``1 + perturb_init * z`` (:func:`lib.training.init.perturb`, seed 1): the rerun of the stability
     checks; ``threads`` runs it on that many CPU threads (:func:`lib.env.cpu_threads`), the
     other rerun. ``probes`` adds the callbacks of :func:`lib.measure.probes.bit_probe_callbacks`
-    (an attention model: where bit 1 lives). The callbacks of :func:`bit_callbacks` are added;
+    (an attention model: where bit 1 lives), read on copy 0 of each seed (NaN on the others). The callbacks of :func:`bit_callbacks` are added;
     other keyword arguments go to :func:`lib.training.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
@@ -114,8 +114,9 @@ def train_bits(
             params[name].zero_()
     callbacks = dict(train_kwargs.pop("callbacks", None) or {})
     callbacks.update(bit_callbacks(model, data, layout, targets, params["E"], null=null))
-    if probes:
-        callbacks.update(bit_probe_callbacks(model, data, layout, targets, params))
+    if probes:  # in an ensemble, on copy 0 of each seed (the seed itself) only
+        seeds_only = np.flatnonzero(np.array(sweep["copy"]) == 0) if copies > 1 else None
+        callbacks.update(bit_probe_callbacks(model, data, layout, targets, params, seeds_only))
     frozen = tuple(train_kwargs.pop("frozen", ())) + tuple(zero_frozen)
     X, y = (data.X, data.y) if fit_data is None else fit_data
     X, y = X.to(device), y.to(device)

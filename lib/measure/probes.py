@@ -68,8 +68,11 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
     return (torch.sign(pred) == y).sum(-1).to(Z.dtype) / N
 
 
-def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
+def bit_probe_callbacks(model, data, layout, targets, params0, instances=None) -> dict:
     """Callbacks, per instance ``(K,)``, locating bit 1 of the gated-parity-bit task.
+
+    ``instances`` (indices): read only these, NaN on the others (an ensemble run reads its
+    seeds themselves, copy 0, and spends no probes on their perturbed copies).
 
     Held-out-anchor probes (every probe is scored on anchors it was not fitted on, so it
     reads only a code that the anchors share):
@@ -97,10 +100,23 @@ def bit_probe_callbacks(model, data, layout, targets, params0) -> dict:
     parity_seq = torch.where(a_seq % 2 == 1, 1.0, -1.0)
     s1 = torch.where((X[:, -1] == layout.gates[0]) == (a_seq % 2 == 1), 1.0, -1.0)
     learned_ov = "V0" in params0
+    K = params0["E"].shape[0]
+    sub = list(range(K)) if instances is None else [int(k) for k in instances]
     if learned_ov:
-        EV0 = (params0["E"] @ params0["V0"] @ params0["O0"]).detach().clone()
+        EV0 = (params0["E"] @ params0["V0"] @ params0["O0"]).detach()[sub].clone()
 
     def measure(step, params):
+        if instances is None:
+            return read(params)
+        v = read({n: p[sub] for n, p in params.items()})
+        full = {
+            n: torch.full((K,), torch.nan, dtype=x.dtype, device=x.device) for n, x in v.items()
+        }
+        for n, x in v.items():
+            full[n][sub] = x
+        return full
+
+    def read(params):
         _, hid = model.forward(params, X.to(params["E"].device), return_hidden=True)
         v = {
             "probe_E": heldout_probe(params["E"][:, anchors], parity_a, range(len(anchors))),

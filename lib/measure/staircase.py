@@ -33,7 +33,7 @@ from ..training.engine import History
 from ..training.sweep import Sweep
 from . import metrics as M
 from . import onsets
-from .nulls import PermutationNull, permuted_labels
+from .nulls import PermutationNull, floor_of, permuted_labels
 from .onsets import escape_steps, stair_onsets, staircase_climbs
 from .plateaus import plateau_mask
 
@@ -275,6 +275,27 @@ class BitRun:
         """Per-instance values of one arm, ``(seeds * copies, ...)``, as ``(seeds, copies, ...)``."""
         v = np.asarray(values)
         return v.reshape(len(self.seeds), self.copies, *v.shape[1:])
+
+    def copy(self, c: int = 0, null_q: float = 0.95) -> BitRun:
+        """Copy ``c`` of every seed of an ensemble run, as a run of its own (copy 0: the seeds
+        themselves, as a run without copies would have trained them). Its floor is read from
+        its own instances' logged null (:func:`lib.measure.nulls.floor_of` at ``null_q``) where
+        the run logged one, else the run's floor is kept."""
+        if "copy" not in self.sweep.axes:
+            raise ValueError("copy() reads an ensemble run; this run has no copies")
+        if c not in self.sweep.axes["copy"]:
+            raise ValueError(f"copy {c} was not run; copies: {self.sweep.axes['copy']}")
+        keep = np.flatnonzero(np.array(self.sweep["copy"]) == c)
+        history = History(
+            self.history.steps, {n: v[:, keep] for n, v in self.history.metrics.items()}
+        )
+        sweep = Sweep(**{a: v for a, v in self.sweep.axes.items() if a != "copy"})
+        floor = {
+            o: floor_of(history[f"null{o}"], null_q) if f"null{o}" in history.metrics else f
+            for o, f in self.floor.items()
+        }
+        params = {n: p[keep] for n, p in self.params.items()} if self.params else self.params
+        return BitRun(history, sweep, self.targets, floor, params)
 
     @functools.cached_property
     def data(self):
