@@ -325,13 +325,15 @@ class Transformer:
 
     def _readout_mix(self, params, Xk, P_L, A) -> torch.Tensor:
         """What the attention adds to the readout row, (K, B, d): sum_j A_j h_j through the
-        value and output weights (when learned), without forming h_j."""
+        value and output weights (when learned), without forming h_j. A learned value path
+        maps the tables, E W_V W_O and P W_V W_O (V + L rows), not the B mixed rows: the
+        same function with far fewer products (profiled in Chapter 4: the value path's two
+        (B, d) x (d, d) products were a quarter of a step)."""
         E = params["E"]
-        weights = torch.zeros(*Xk.shape[:-1], E.shape[1], dtype=E.dtype, device=E.device)
-        mixed = lin(weights.scatter_add(2, Xk, A), E) + lin(A, P_L)  # sum_j A_j h_j
         if self.ov == "learned":
-            mixed = lin(lin(mixed, params["V0"]), params["O0"])
-        return mixed
+            E, P_L = (lin(lin(t, params["V0"]), params["O0"]) for t in (E, P_L))
+        weights = torch.zeros(*Xk.shape[:-1], E.shape[1], dtype=E.dtype, device=E.device)
+        return lin(weights.scatter_add(2, Xk, A), E) + lin(A, P_L)  # sum_j A_j h_j
 
 
 def qk_product(model: Transformer, params, layer: int = 0) -> torch.Tensor:
