@@ -54,6 +54,24 @@ def _n_steps(k, name: str = "k") -> int:
     return n
 
 
+# Key spaces up to this size are counted with bincount (one pass) instead of sorted by
+# torch.unique (n log n over every position of the stream); the results are the same.
+_COUNT_KEYS = 1 << 25
+
+
+def _unique(keys: torch.Tensor, size: int, inverse: bool = False):
+    """``torch.unique(keys, return_counts=True)`` (or ``return_inverse=True``) of keys in
+    ``[0, size)``: the sorted distinct keys and their counts (or each key's index among them)."""
+    if size > _COUNT_KEYS:
+        return torch.unique(keys, return_inverse=inverse, return_counts=not inverse)
+    counts = torch.bincount(keys, minlength=size)
+    present = counts > 0
+    distinct = present.nonzero().squeeze(1)
+    if inverse:
+        return distinct, (torch.cumsum(present, 0) - 1)[keys]
+    return distinct, counts[distinct]
+
+
 def _pairs_stream(tokens, V: int) -> torch.Tensor:
     """A stream with at least one ``(x_t, x_{t+1})`` pair in each row."""
     x = _stream(tokens, V)
@@ -80,7 +98,7 @@ def _chain_transpose(x: torch.Tensor, V: int):
     out_deg = torch.bincount(first, minlength=V).to(F64)
     succ = torch.bincount(second, minlength=V).to(F64)
     q = succ / succ.sum()
-    keys, cnt = torch.unique(first * V + second, return_counts=True)
+    keys, cnt = _unique(first * V + second, V * V)
     a, b = keys // V, keys % V
     sink = (occurs & (out_deg == 0)).nonzero().squeeze(1)
     support = (succ > 0).nonzero().squeeze(1)
@@ -216,11 +234,11 @@ def chain_prediction(tokens, V: int, k: int, rows=None) -> torch.Tensor:
     key = torch.zeros_like(x[:, : T - k + 1])
     for i in range(k - 1):
         key = key * V + x[:, i : T - k + 1 + i]
-    ctx, ctx_id = torch.unique(key.reshape(-1), return_inverse=True)
+    ctx, ctx_id = _unique(key.reshape(-1), V ** (k - 1), inverse=True)
     ctx_id = ctx_id.view(key.shape)
     target = x[:, k - 1 :]
     n_ctx = len(ctx)
-    cell, cnt = torch.unique(ctx_id.reshape(-1) * V + target.reshape(-1), return_counts=True)
+    cell, cnt = _unique(ctx_id.reshape(-1) * V + target.reshape(-1), n_ctx * V)
     c, nu = cell // V, cell % V
     per_ctx = torch.bincount(ctx_id.reshape(-1), minlength=n_ctx).to(F64)
     Q = torch.sparse_coo_tensor(  # Q-hat, (n_ctx, V)
@@ -234,7 +252,7 @@ def chain_prediction(tokens, V: int, k: int, rows=None) -> torch.Tensor:
     src = row_of[x[:, : T - k]].reshape(-1)  # positions t with a token k places on
     after = ctx_id[:, 1:].reshape(-1)  # the context x[t+1..t+k-1]
     keep = src >= 0
-    pair, n_pair = torch.unique(src[keep] * n_ctx + after[keep], return_counts=True)
+    pair, n_pair = _unique(src[keep] * n_ctx + after[keep], len(uniq) * n_ctx)
     A = torch.sparse_coo_tensor(
         torch.stack([pair // n_ctx, pair % n_ctx]), n_pair.to(F64), (len(uniq), n_ctx),
         check_invariants=False,
