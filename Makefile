@@ -98,19 +98,24 @@ _book:
 	@echo "The book is in _build/html/index.html"
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
-# when a phase fails.
+# when a phase fails. The unit and fault tests (checks) run beside the report, the strict
+# build and the page tests, which keep one core busy and leave the other free; their
+# output is printed when they end.
 test:
 	@t0=$$(date +%s%N); $(MAKE) --no-print-directory $(STAMP); \
 		$(LOCK) $(MAKE) --no-print-directory _test ENV_MS=$$(( ($$(date +%s%N) - t0) / 1000000 ))
 
 _test:
 	@rm -rf $(TIMES) && mkdir -p $(TIMES) && echo "environment $(or $(ENV_MS),0)" > $(TIMES)/phases.txt
-	@trap '$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
-	for phase in lint checks chapters report strict pages; do \
-		t0=$$(date +%s%N); \
-		$(MAKE) --no-print-directory _$$phase; \
-		echo "$$phase $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; \
-	done
+	@T0=$$(date +%s%N); \
+	trap 'echo $$(( ($$(date +%s%N) - T0) / 1000000 )) > $(TIMES)/wall.txt; \
+		$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
+	timed() { t0=$$(date +%s%N); $(MAKE) --no-print-directory _$$1 && r=0 || r=$$?; \
+		echo "$$1 $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; return $$r; }; \
+	for phase in lint chapters; do timed $$phase; done; \
+	(timed checks > $(TIMES)/checks.log 2>&1) & checks=$$!; \
+	rc=0; for phase in report strict pages; do timed $$phase || { rc=$$?; break; }; done; \
+	wait $$checks || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; cat $(TIMES)/checks.log; exit $$rc
 
 lint strict pages: $(STAMP)
 	$(LOCK) $(MAKE) --no-print-directory _$@
