@@ -31,23 +31,20 @@ _loop_cls = asyncio.unix_events._UnixSelectorEventLoop
 _add_signal_handler = _loop_cls.add_signal_handler
 
 DURATIONS = Path(".cache") / "chapter-durations.json"  # relative to the rootdir
-# Seconds under nbmake at BOOK_SCALE=ci (README), for a checkout that has recorded none.
-# Only the order matters; a notebook missing here is taken as the longest.
-KNOWN_SECONDS = {
-    "01_signatures": 7,
-    "02_context_staircase": 160,
-    "03_ffn_flow": 76,
-    "04_attention_flow": 165,
-    "05_real_language_models": 150,
-    "06_embeddings_matter": 41,
-    "07_rescaling_and_reduced_dynamics": 26,
-    "08_sharper_attention": 57,
-    "09_qk_rate_and_the_staircase": 70,
-    "10_what_sets_the_order": 38,
-    "11_plateau_length_under_adam": 20,
-    "12_attention_that_learns": 45,
-    "99_report": 4,
-}
+
+
+# Seconds under nbmake at BOOK_SCALE=ci on the reference machine, for a checkout that has
+# recorded none (lib/book/chapter_seconds.json; none where this file is copied outside the
+# project). Only the order matters; a notebook missing here is taken as the longest.
+def _known_seconds() -> dict[str, float]:
+    try:
+        path = Path(__file__).resolve().parent / "lib" / "book" / "chapter_seconds.json"
+        return dict(json.loads(path.read_text())["ci"])
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+KNOWN_SECONDS = _known_seconds()
 
 
 def _kernels_over_ipc():

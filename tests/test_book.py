@@ -428,3 +428,14 @@ def test_the_timings_page_reads_the_last_runs_and_invents_none(tmp_path):
     assert "| chapters | 372 |" in text
     assert "`make book` at `book`: **980 s**" in text
     assert "| 01_a | 9 | 40 |" in text and "| 02_b | 120 (failure) | 286 |" in text
+
+
+def test_the_first_build_orders_every_chapter_longest_first():
+    """lib/book/chapter_seconds.json lists every chapter at ci and at book (a fresh checkout
+    starts its longest chapters first); paper scale reads the book's order."""
+    from lib.book.execute import known_seconds
+
+    stems = {p.stem for p in (ROOT / "chapters").glob("*.md")}
+    for scale in ("ci", "book"):
+        assert set(known_seconds(scale)) == stems, scale
+    assert known_seconds("paper") == known_seconds("book")
