@@ -34,11 +34,11 @@ DURATIONS = Path(".cache") / "chapter-durations.json"  # relative to the rootdir
 
 
 # Seconds under nbmake at BOOK_SCALE=ci on the reference machine, for a checkout that has
-# recorded none (lib/book/chapter_seconds.json; none where this file is copied outside the
+# recorded none (docs/chapter_seconds.json; none where this file is copied outside the
 # project). Only the order matters; a notebook missing here is taken as the longest.
 def _known_seconds() -> dict[str, float]:
     try:
-        path = Path(__file__).resolve().parent / "lib" / "book" / "chapter_seconds.json"
+        path = Path(__file__).resolve().parent / "docs" / "chapter_seconds.json"
         return dict(json.loads(path.read_text())["ci"])
     except (OSError, ValueError, KeyError):
         return {}

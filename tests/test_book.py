@@ -431,7 +431,7 @@ def test_the_timings_page_reads_the_last_runs_and_invents_none(tmp_path):
 
 
 def test_the_first_build_orders_every_chapter_longest_first():
-    """lib/book/chapter_seconds.json lists every chapter at ci and at book (a fresh checkout
+    """docs/chapter_seconds.json lists every chapter at ci and at book (a fresh checkout
     starts its longest chapters first); paper scale reads the book's order."""
     from lib.book.execute import known_seconds
 

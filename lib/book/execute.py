@@ -13,7 +13,7 @@ from .notebook import ROOT, BuildError, atomic_write, select_chapters, write_err
 from .pool import Job, Pool, run_pool, worker_env
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
 
-KNOWN_SECONDS = Path(__file__).with_name("chapter_seconds.json")
+KNOWN_SECONDS = ROOT / "docs" / "chapter_seconds.json"
 
 
 def known_seconds(scale: str) -> dict[str, float]:

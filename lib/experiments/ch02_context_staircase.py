@@ -86,7 +86,7 @@ class Config(ChapterConfig):
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
         control), of the attention model and of the three-stair Emb-MLP. Each run's last
         stair comes in the first half of its budget or earlier (the attention model escapes
-        bit 1 by step 140, the three-stair Emb-MLP bit 2 by step 476, at ci and at book), so
+        bit 1 by step 150, the three-stair Emb-MLP bit 2 by step 476, at ci and at book), so
         every plateau and every fall is read whole.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
         1 - lead_tol on every anchor.
@@ -124,7 +124,7 @@ class Config(ChapterConfig):
     climb_min: float = 0.8
     stability_tol: int = 2
     two_steps: int = 1000
-    attn_steps: int = 500
+    attn_steps: int = 400
     three_steps: int = 900
     lead_tol: float = 1e-3
     min_speedup: float = 5.0
