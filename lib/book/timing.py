@@ -145,7 +145,11 @@ def timings_markdown(root: Path = ROOT, times: Path | None = None,
         book = json.loads((executed / "durations.json").read_text())
     if (root / BOOK_TIME).is_file():
         seconds, scale = (root / BOOK_TIME).read_text().split()[:2]
-        lines += [f"`make book` at `{scale}`: **{float(seconds):.0f} s**.", ""]
+        lines += [
+            f"`make book` at `{scale}`: **{float(seconds):.0f} s** once its environment is "
+            "installed.",
+            "",
+        ]
     else:
         lines += ["`make book`: no run recorded in this checkout.", ""]
     stems = sorted(set(ci) | set(book) | set(cached))
