@@ -136,15 +136,16 @@ format: $(STAMP)
 unit: $(STAMP)
 	$(MAKE) --no-print-directory _unit
 
+UNIT_TESTS := $(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cacheprovider \
+	-n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
+
 _unit:
-	$(BIN)/python -m pytest tests -q --ignore=tests/pages --ignore=tests/test_faults.py \
-		-p no:cacheprovider -n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
+	$(UNIT_TESTS) --ignore=tests/test_faults.py
 
 # make test runs the unit and the fault tests in one session: its workers share them, and
 # neither waits for the other's longest test.
 _checks:
-	$(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cacheprovider -n $(WORKERS) \
-		--durations=10 --junitxml=$(TIMES)/unit.xml
+	$(UNIT_TESTS)
 
 # The build when something breaks (Ctrl-C, a full or read-only disk) and the one-chapter
 # build's warnings, on a toy book through this Makefile: chapters run in kernels, seconds each.

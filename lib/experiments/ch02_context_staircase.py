@@ -40,8 +40,8 @@ class Config(ChapterConfig):
     null_perm, null_q: label permutations of every run's floors and their quantile: each run
         is read against its own permutation floor (:mod:`lib.measure.nulls`, the floor of every
         staircase chapter).
-    floor_samples: Gaussian increments of the older noise floor (its 95th percentile),
-        which Chapters 10 and 11 still read for this model; Chapter 2 no longer does.
+    floor_samples: Gaussian increments of the isotropic noise floor (its 95th percentile),
+        which Chapters 10 and 11 read for this model; Chapter 2 reads permutation floors.
     gamma: the small initialization rate (weights ~ N(0, d_in^(-2 gamma))). At gamma = 1
         the leading-order term of the embedding gradient is the gradient (cosine > 0.9999
         on every anchor, checked in the chapter): the regime the staircase theory is about.
@@ -84,10 +84,10 @@ class Config(ChapterConfig):
         CPU threads sums these runs in the same order on a CPU: it perturbs nothing and is
         not run.)
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
-        control), of the attention model and of the three-stair Emb-MLP. Each run's last
-        stair comes in the first half of its budget or earlier (the attention model escapes
-        bit 1 by step 150, the three-stair Emb-MLP bit 2 by step 476, at ci and at book), so
-        every plateau and every fall is read whole.
+        control), of the attention model and of the three-stair Emb-MLP. Each budget ends
+        well after its run's last stair (at ci and at book the attention model escapes
+        bit 1 by step 150 of 350 and 400, and the three-stair Emb-MLP's order-2 onsets come
+        by step 476 of 900), so every plateau and every fall is read whole.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
         1 - lead_tol on every anchor.
     min_wait_over_fall: a plateau of bit j is a stretch on which its sign-bit loss sits at

@@ -58,7 +58,7 @@ class Config(ExpansionCheck):
     where_anchors: the two task sizes, 12 anchors (Chapter 2's earlier attention model) and
         24 (its staircase model).
     where_steps: the Adam steps of every run of the section. Chapter 2 trains its attention
-        model for fewer (it escapes by step 140); the learned value path escapes later or
+        model for fewer (it escapes by step 150); the learned value path escapes later or
         not at all, and the ablations later still, so these runs get their own budget.
     freeze_step: the step from which the embedding is frozen in the ablation: after the
         order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).

@@ -63,7 +63,7 @@ Promise.all([math, ...imgs.filter(Boolean)]).then(() => done('ready'), e => done
 """
 
 # The page as a reader sees it: the article's visible text, without code cells (innerText
-# leaves out closed folds), and the measurements the checks below read.
+# leaves out closed folds), and the measurements the checks of test_reading.py read.
 _MEASURE = """
 const art = document.querySelector('article') || document.querySelector('main') || document.body;
 const clone = art.cloneNode(true);
