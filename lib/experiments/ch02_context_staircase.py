@@ -40,8 +40,6 @@ class Config(ChapterConfig):
     null_perm, null_q: label permutations of every run's floors and their quantile: each run
         is read against its own permutation floor (:mod:`lib.measure.nulls`, the floor of every
         staircase chapter).
-    floor_samples: Gaussian increments of the isotropic noise floor (its 95th percentile),
-        which Chapters 10 and 11 read for this model; Chapter 2 reads permutation floors.
     gamma: the small initialization rate (weights ~ N(0, d_in^(-2 gamma))). At gamma = 1
         the leading-order term of the embedding gradient is the gradient (cosine > 0.9999
         on every anchor, checked in the chapter): the regime the staircase theory is about.
@@ -109,7 +107,6 @@ class Config(ChapterConfig):
     n_logs: int = 48
     null_perm: int = 100
     null_q: float = 0.95
-    floor_samples: int = 4000
     gamma: float = 1.0
     gamma_large: float = 0.3
     gamma_large_attn: float = 0.5
@@ -136,7 +133,6 @@ OVERRIDES = {
         seeds=(0, 1, 2),
         n_logs=36,
         null_perm=50,
-        floor_samples=2000,
         sweep_gammas=(0.3, 0.5, 0.75, 1.0),
         two_steps=600,
         attn_steps=350,

@@ -11,8 +11,7 @@ mean row is a direction every token shares. Each order's signature (:class:`Orde
 order 0 the label signature, order 1 the interaction with a gate, order 2 the joint third
 cumulant with two gates) has its mean row removed the same way, and each order is measured
 by its partial :math:`R_{\cos}` controlling for the others (:func:`order_partials`),
-against a label-permutation null (:func:`label_null`) or a Gaussian noise floor
-(:func:`order_noise_floor`). A run (:mod:`lib.experiments.staircase_runs`) logs these
+against a label-permutation null (:func:`label_null`). A run (:mod:`lib.experiments.staircase_runs`) logs these
 with :mod:`lib.measure.staircase_callbacks`; a :class:`BitRun` holds it labelled by gamma
 and seed, and :meth:`BitRun.stairs` reads one arm's onsets (:mod:`lib.measure.onsets`),
 escapes and plateaus (:mod:`lib.measure.plateaus`) as :class:`Stairs`.
@@ -45,7 +44,6 @@ __all__ = [
     "selective_targets",
     "label_null",
     "order_partials",
-    "order_noise_floor",
     "Stairs",
     "BitRun",
     "StairTask",
@@ -195,16 +193,6 @@ def order_partials(dE, targets: OrderTargets) -> dict:
     return out
 
 
-def order_noise_floor(targets: OrderTargets, d: int, n: int = 2000, q: float = 0.95, seed: int = 0):
-    """``q`` quantile of each order's partial R for Gaussian increments of shape (T, d)."""
-    if not 0 < q < 1:
-        raise ValueError(f"q must be in (0, 1), got {q}")
-    gen = torch.Generator().manual_seed(seed)
-    dE = torch.randn(n, len(targets.tokens), d, generator=gen, dtype=torch.float64)
-    dE = dE - dE.mean(-2, keepdim=True)
-    return {o: float(torch.quantile(v, q)) for o, v in order_partials(dE, targets).items()}
-
-
 @dataclass(frozen=True)
 class Stairs:
     """What one arm (one gamma, every seed) of a :class:`BitRun` climbed.
@@ -246,8 +234,7 @@ class BitRun:
             an ensemble run: the arrays of :meth:`arm` then hold every (seed, copy)
             instance, seed-major, and :meth:`per_seed` folds them back).
         targets: the :class:`OrderTargets` it was measured against.
-        floor: ``{order: floor}``, the permutation floor (:func:`lib.measure.nulls.floor_of`) or a
-            Gaussian one (:func:`order_noise_floor`).
+        floor: ``{order: floor}``, the run's permutation floor (:func:`lib.measure.nulls.floor_of`).
         params: the trained weights of every instance (set by :func:`lib.experiments.staircase_runs.run_bits`).
     """
 

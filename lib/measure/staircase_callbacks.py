@@ -68,22 +68,29 @@ def bit_callbacks(
     return cached_callbacks(measure, names)
 
 
-def raw_alignment_callbacks(targets: OrderTargets, emb: str = "E") -> dict:
+def raw_alignment_callbacks(targets: OrderTargets, emb: str = "E", null=None) -> dict:
     """Callbacks ``rawR{o}``: each order's partial R on the tracked rows of E itself.
 
     The increment (:func:`increment`) moves along the order-0 signature from the first
     step, so its ``R0`` is high at once; the rows themselves, ``E(t)`` with the mean row
     removed, align only as the increment outgrows the random init. Both sides centred the
-    same way. Per instance ``(K,)``.
+    same way. Per instance ``(K,)``. With ``null`` (a
+    :class:`lib.measure.nulls.PermutationNull` of ``targets``), also ``rawnull{o}``,
+    ``(K, n_perm)``: the rows read against each label-permuted signature, for the rows' own
+    floor (:func:`lib.measure.nulls.run_floors` with ``prefix="raw"``).
     """
     tok = list(targets.tokens)
 
     def measure(step, params):
         rows = params[emb][:, tok].double()
-        R = order_partials(rows - rows.mean(-2, keepdim=True), targets)
-        return {f"rawR{o}": R[o] for o in targets.orders}
+        rows = rows - rows.mean(-2, keepdim=True)
+        out = {f"rawR{o}": r for o, r in order_partials(rows, targets).items()}
+        if null is not None:
+            out.update({f"rawnull{o}": r for o, r in null(rows).items()})
+        return out
 
-    return cached_callbacks(measure, [f"rawR{o}" for o in targets.orders])
+    names = [f"rawR{o}" for o in targets.orders]
+    return cached_callbacks(measure, names + ([f"rawnull{o}" for o in null.orders] if null else []))
 
 
 def leading_term_callback(model, data, tokens, c1: float):
