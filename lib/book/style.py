@@ -132,15 +132,28 @@ class _TextSizes:
 def figure_png(fig) -> bytes:
     """``fig`` as the book shows it: a PNG at :data:`DPI`, cropped to its content, whose
     text chunk :data:`MIN_FONT_KEY` is the size, in the PNG's pixels, of the smallest text
-    drawn on it (absent when it has none)."""
+    drawn on it (absent when it has none). The figure is drawn once: the sizes are recorded
+    while it is saved, and the chunk is added to the saved PNG."""
     import io
 
-    with _TextSizes() as sizes:
-        fig.canvas.draw()
-    meta = {MIN_FONT_KEY: f"{min(sizes.points) * DPI / 72:.2f}"} if sizes.points else {}
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata=meta)
-    return buf.getvalue()
+    with _TextSizes() as sizes:
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    png = buf.getvalue()
+    if not sizes.points:
+        return png
+    return _png_with_text(png, MIN_FONT_KEY, f"{min(sizes.points) * DPI / 72:.2f}")
+
+
+def _png_with_text(png: bytes, key: str, value: str) -> bytes:
+    """``png`` with a ``tEXt`` chunk ``key: value`` after its header chunk (PNG spec 11.3.4)."""
+    import struct
+    import zlib
+
+    body = b"tEXt" + key.encode("latin-1") + b"\0" + value.encode("latin-1")
+    chunk = struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body))
+    end_of_header = 8 + 4 + 4 + 13 + 4  # signature, then IHDR: length, type, data, CRC
+    return png[:end_of_header] + chunk + png[end_of_header:]
 
 
 def _register_png_formatter() -> None:

@@ -128,7 +128,7 @@ class Config(ChapterConfig):
     shk_context: int = 64
     shk_mlp: int = 128
     shk_batch_size: int = 16
-    shk_steps: int = 1500
+    shk_steps: int = 1000
     shk_lr: float = 3e-3
     shk_n_logs: int = 30
     shk_r_grid: tuple[float, ...] = (1.0, 10.0, 30.0)
