@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 SCALES = ("ci", "book", "paper")
 SMOKE_STEPS = 2  # optimizer steps per training run in the smoke mode
@@ -39,6 +41,8 @@ def get_scale() -> str:
     """The scale named by ``BOOK_SCALE``; ``paper`` on a CUDA machine, else ``book``."""
     raw = os.environ.get("BOOK_SCALE")
     if raw is None or raw.strip() == "":
+        import torch
+
         return "paper" if torch.cuda.is_available() else "book"
     scale = raw.strip().lower()
     if scale not in SCALES:
@@ -55,6 +59,8 @@ def get_device() -> torch.device:
     present and N below the number of GPUs. Anything else is refused before any work
     starts, with a message that names the problem and the fix.
     """
+    import torch
+
     raw = os.environ.get("BOOK_DEVICE", "").strip()
     if not raw:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -154,6 +160,8 @@ def cpu_threads(n: int | None):
     The stability reruns use it: a verdict that changes with the thread count hinged on
     the order of floating-point sums.
     """
+    import torch
+
     before = torch.get_num_threads()
     if n is not None:
         if int(n) < 1:

@@ -59,17 +59,16 @@ def _html(toy: Path, scale: str = "ci") -> dict[str, str]:
 
 
 def test_a_lib_edit_reexecutes_only_the_chapters_that_import_it_and_the_html_shows_it(toy):
+    """A lib edit re-executes the chapters that import the module, and a scale change every
+    chapter; the pages show the new values (one toy book, three builds)."""
     pages = _html(toy)
     assert "value 1" in pages["01_a"] and "word first" in pages["02_b"]
+    assert "scale ci" in pages["01_a"]
     (toy / "lib" / "a.py").write_text("VALUE = 2\n")
     assert _executed(toy) == ["01_a"]  # 02_b does not import lib.a
     pages = _html(toy)  # nothing is executed twice: the stamps are up to date
     assert "value 2" in pages["01_a"] and "value 1" not in pages["01_a"]
-
-
-def test_a_scale_change_shows_the_new_scale(toy):
-    assert "scale ci" in _html(toy)["01_a"]
-    pages = _html(toy, scale="book")
+    pages = _html(toy, scale="book")  # a scale change shows the new scale
     assert "scale book" in pages["01_a"] and "scale ci" not in pages["01_a"]
 
 
@@ -304,14 +303,21 @@ def test_parallel_workers_run_one_thread_each_and_never_spin_for_a_core(tmp_path
 
 def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
     """``import lib`` sets OMP_WAIT_POLICY=PASSIVE before torch loads (a chapter run by hand
-    gets what `make` exports); an explicit setting is kept."""
-    code = "import os, lib; print(os.environ['OMP_WAIT_POLICY'])"
+    gets what `make` exports); an explicit setting is kept. It does not import torch (the
+    build's command line starts in a fraction of a second); torch, imported after lib or
+    before it, flushes denormal floats to zero, and without lib it does not (the control)."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    run = lambda e: subprocess.run(
-        [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert run(env) == "PASSIVE"
-    assert run(dict(env, OMP_WAIT_POLICY="ACTIVE")) == "ACTIVE"
+    run = lambda code, e=env: subprocess.run(
+        [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True,
+        cwd=PROJECT,
+    ).stdout.split()  # fmt: skip
+    policy = "import os, sys, lib.booktools; print(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)"
+    assert run(policy) == ["PASSIVE", "False"]
+    assert run(policy, dict(env, OMP_WAIT_POLICY="ACTIVE")) == ["ACTIVE", "False"]
+    tiny = "x = torch.tensor([1e-39]) * torch.tensor([1.0]); print(x.item() == 0.0)"
+    assert run(f"import lib, torch; {tiny}") == ["True"]
+    assert run(f"import torch, lib; {tiny}") == ["True"]
+    assert run(f"import torch; {tiny}") == ["False"]
 
 
 def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, monkeypatch):
