@@ -53,3 +53,30 @@ def test_the_model_file_is_hash_checked(monkeypatch):
     monkeypatch.setattr(P, "SMOLLM2_SHA256", "0" * 64)
     with pytest.raises(P.ModelHashError, match="force-reinstall"):
         P.load_smollm2()
+
+
+def test_the_plain_reader_reads_what_ggufs_own_reader_reads(tmp_path):
+    """A small GGUF file (strings, an array of strings, a number, two tensors): the plain
+    reader's fields and tensors equal gguf.GGUFReader's, and its data are plain arrays."""
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "small.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_string("tokenizer.ggml.pre", "smollm")
+    w.add_array("tokenizer.ggml.tokens", ["a", "Ġb", "ĊĊ", "1"])
+    w.add_uint32("some.count", 7)
+    w.add_tensor("token_embd.weight", np.arange(12, dtype=np.float32).reshape(3, 4))
+    w.add_tensor("other", np.ones((2, 2), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    own, plain = gguf.GGUFReader(str(path)), pretrained.plain_reader(gguf, path)
+    assert type(plain.data) is np.ndarray and type(own.data) is np.memmap
+    assert list(own.fields) == list(plain.fields)
+    for name, field in own.fields.items():
+        other = plain.fields[name]
+        assert field.types == other.types and field.data == other.data
+        assert all(np.array_equal(a, b) for a, b in zip(field.parts, other.parts, strict=True))
+    assert pretrained._strings(plain.fields["tokenizer.ggml.tokens"]) == ["a", "Ġb", "ĊĊ", "1"]
+    for a, b in zip(own.tensors, plain.tensors, strict=True):
+        assert a.name == b.name and np.array_equal(a.data, b.data)

