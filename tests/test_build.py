@@ -311,7 +311,8 @@ def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
         [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True,
         cwd=PROJECT,
     ).stdout.split()  # fmt: skip
-    policy = "import os, sys, lib.booktools; print(os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)"
+    policy = "import os, sys, lib.booktools; print(os.environ['OMP_WAIT_POLICY'],"
+    policy += " 'torch' in sys.modules)"
     assert run(policy, dict(env, OMP_WAIT_POLICY="ACTIVE")) == ["ACTIVE", "False"]
     flushed = "print((torch.tensor([1e-39]) * torch.tensor([1.0])).item() == 0.0)"
     assert run(f"{policy}; import torch; {flushed}") == ["PASSIVE", "False", "True"]

@@ -1,8 +1,8 @@
 """Chapters as notebooks: read and check a chapter, convert every chapter to ``.ipynb``,
 execute one in a fresh kernel, and the worker process that does so.
 
-This module imports nothing from ``lib`` (whose ``__init__`` imports torch): a worker
-process of :mod:`lib.book.pool` loads this file alone and calls :func:`run_child`.
+This module imports nothing from ``lib``: a worker process of :mod:`lib.book.pool` loads
+this file alone, without its package, and calls :func:`run_child`.
 """
 
 from __future__ import annotations

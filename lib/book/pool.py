@@ -114,9 +114,9 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
                 env = dict(env, BOOK_CLAIMS_DIR=str(folder / "claims"))
             cmd = [sys.executable, "-c", _CHILD, notebook.__file__, str(job.md),
                    str(folder / job.out.name), job.stamp, str(pool.root), str(job.out)]  # fmt: skip
-            # The worker runs lib/book/notebook.py alone, without importing its package
-            # (which imports torch: seconds per chapter); the kernel runs in ``root`` with
-            # ``root`` first on its path, so a chapter imports root's lib.
+            # The worker runs lib/book/notebook.py alone, without importing its package;
+            # the kernel runs in ``root`` with ``root`` first on its path, so a chapter
+            # imports root's lib.
             with starting:
                 if interrupted.is_set():
                     return

@@ -100,8 +100,9 @@ def train_bits(
     ``1 + perturb_init * z`` (:func:`lib.training.init.perturb`, seed 1): the rerun of the stability
     checks; ``threads`` runs it on that many CPU threads (:func:`lib.env.cpu_threads`), the
     other rerun. ``probes`` adds the callbacks of :func:`lib.measure.probes.bit_probe_callbacks`
-    (an attention model: where bit 1 lives), read on copy 0 of each seed (NaN on the others). The callbacks of :func:`bit_callbacks` are added;
-    other keyword arguments go to :func:`lib.training.engine.train`. Returns
+    (an attention model: where bit 1 lives), read on copy 0 of each seed (NaN on the
+    others). The callbacks of :func:`bit_callbacks` are added; other keyword arguments go
+    to :func:`lib.training.engine.train`. Returns
     ``(history, gamma_k, seed_k)``.
     """
     sweep = _gamma_seed_sweep(seeds, gammas, "train_bits", copies)

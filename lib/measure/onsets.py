@@ -50,8 +50,8 @@ def relative_onset(steps, curves, frac: float = 0.5, floor: float = 0.0):
 
     ``curves`` is ``(n_logs, K)``; NaN entries (e.g. step 0) are ignored. The threshold is
     relative to what each instance's curve measures, so it needs no constant tuned to a
-    run; ``floor`` (e.g. a run's permutation floor, :func:`lib.measure.nulls.floor_of`) keeps a curve that never rises above noise
-    from getting an onset at all. Returns ``(onset (K,), threshold (K,))`` as numpy arrays;
+    run; ``floor`` (e.g. a run's permutation floor, :func:`lib.measure.nulls.floor_of`)
+    keeps a curve that never rises above noise from getting an onset at all. Returns ``(onset (K,), threshold (K,))`` as numpy arrays;
     onset is NaN where the curve never reaches the threshold.
     """
     if not 0 < frac <= 1:

@@ -11,8 +11,8 @@ mean row is a direction every token shares. Each order's signature (:class:`Orde
 order 0 the label signature, order 1 the interaction with a gate, order 2 the joint third
 cumulant with two gates) has its mean row removed the same way, and each order is measured
 by its partial :math:`R_{\cos}` controlling for the others (:func:`order_partials`),
-against a label-permutation null (:func:`label_null`). A run (:mod:`lib.experiments.staircase_runs`) logs these
-with :mod:`lib.measure.staircase_callbacks`; a :class:`BitRun` holds it labelled by gamma
+against a label-permutation null (:func:`label_null`). A run
+(:mod:`lib.experiments.staircase_runs`) logs these with :mod:`lib.measure.staircase_callbacks`; a :class:`BitRun` holds it labelled by gamma
 and seed, and :meth:`BitRun.stairs` reads one arm's onsets (:mod:`lib.measure.onsets`),
 escapes and plateaus (:mod:`lib.measure.plateaus`) as :class:`Stairs`.
 """
