@@ -6,6 +6,9 @@
 #                       strict build, and every page opened offline in headless chromium; a
 #                       chapter that passed before on the same inputs is not run again (FRESH=1
 #                       runs all)
+#   make robust         the ci book under BOOK_PERTURB=1e-6:1 (every initial parameter times
+#                       1 + 1e-6 z) against the unperturbed one (make test's, where fresh):
+#                       fails when a check or a finding changes, prints the measured ones
 #   make bench          batched vs sequential training speed; parallel vs serial build
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
@@ -42,8 +45,8 @@ export BOOK_QUIET := 1
 # 8x slower). The results do not change.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: venv book chapter try test lint format unit faults chapters strict pages bench paper-smoke \
-	clean _book _test _lint _unit _faults _checks _chapters _report _strict _pages
+.PHONY: venv book chapter try test robust lint format unit faults chapters strict pages bench paper-smoke \
+	clean _book _test _robust _lint _unit _faults _checks _chapters _report _strict _pages
 
 # The environment is installed by uv (from PyPI, into the venv; 5x faster than pip on the
 # reference machine), with pip's find-links (where the CPU torch wheel lies) and bytecode
@@ -89,12 +92,25 @@ try: $(STAMP)
 	$(BIN)/python -m lib.booktools try --only='$(CH)' --set="$$SET" --root $(BOOK_ROOT)
 
 # BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
+# A chapter that fails does not stop the book: every page is staged and built (the failed
+# one under a banner, the report marking it), and the last step lists the failures and exits 2.
 _book:
-	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(ONLY)
+	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(ONLY) --keep-going
 	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
 		--doctrees $(BOOK_ROOT)/_build/.doctrees
 	$(BIN)/jupyter-book build $(STAGED) --path-output $(BOOK_ROOT) -n --keep-going
 	@echo "The book is in _build/html/index.html"
+	@$(BIN)/python -m lib.booktools failures $(EXECUTED) --root $(BOOK_ROOT)
+
+# The ci book under a perturbation against the unperturbed one (lib/book/robust.py).
+ROBUST := build/robust
+ROBUST_PERTURB ?= 1e-6:1
+robust: $(STAMP)
+	$(LOCK) $(MAKE) --no-print-directory _robust
+
+_robust:
+	$(BIN)/python -m lib.booktools robust $(ROBUST) --cache $(TEST_CACHE) \
+		--perturb $(ROBUST_PERTURB) --root $(BOOK_ROOT)
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
 # when a phase fails. The unit and fault tests (checks) run beside the report, the strict

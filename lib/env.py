@@ -173,6 +173,29 @@ def cpu_threads(n: int | None):
         torch.set_num_threads(before)
 
 
+PERTURB_ENV = "BOOK_PERTURB"
+FAILED_ENV = "BOOK_FAILED_CHAPTERS"  # the report's kernel: {chapter: why} of those that failed
+
+
+def perturbation() -> tuple[float, int] | None:
+    """``BOOK_PERTURB=REL:SEED`` (e.g. ``1e-6:1``): every training run's initial parameters
+    are multiplied by ``1 + REL * z``, ``z ~ N(0, 1)`` drawn from SEED
+    (:func:`lib.training.engine.train`), so a verdict that hangs on the last bits of the
+    floating point shows itself. Unset or empty: no perturbation (the default)."""
+    raw = os.environ.get(PERTURB_ENV, "").strip()
+    if not raw:
+        return None
+    fix = f"set {PERTURB_ENV}=REL:SEED, e.g. 1e-6:1 (REL in (0, 0.1], SEED an integer), or unset it"
+    rel, sep, seed = raw.partition(":")
+    try:
+        out = (float(rel), int(seed))
+    except ValueError:
+        raise ConfigError(f"{PERTURB_ENV}={raw!r} is not REL:SEED; {fix}") from None
+    if not sep or not 0 < out[0] <= 0.1:
+        raise ConfigError(f"{PERTURB_ENV}={raw!r}: {fix}")
+    return out
+
+
 # A try run (``make try``, lib.book.trying): a reader's settings for one chapter.
 SET_ENV = "BOOK_TRY_SET"
 CHAPTER_ENV = "BOOK_TRY_CHAPTER"

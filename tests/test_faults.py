@@ -257,3 +257,35 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
     assert status == {"01_a": "up to date", "02_b": "up to date"}
     with pytest.raises(trying.ConfigError, match="did you mean 'value'"):
         trying.run_try("1", "valu=2", "ci", "cpu", toy, log=lambda *_: None, page=False)
+
+
+def test_a_failing_chapter_still_yields_every_page_a_banner_and_a_non_zero_exit(tmp_path):
+    """``make book`` stopped at a chapter that failed and built no HTML at all: the index
+    and the other pages were never built. Now every page is built, the failed one shows
+    the cells that ran under a banner naming the error, and the command exits non-zero
+    naming the chapter."""
+    toy = make_toy(tmp_path / "toy")
+    (toy / "chapters" / "02_b.md").write_text(
+        HEADER + "\n# B\n\n```{code-cell} ipython3\nprint('before the claim')\n```\n\n"
+        "```{code-cell} ipython3\nraise AssertionError('claim x: partly, the chapter says new')\n```\n"
+    )
+    p = make(toy, "book")
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 2, out
+    assert "1 chapter(s) failed to execute" in out and "02_b: AssertionError: claim x" in out, out
+    pages = toy / "_build" / "html"
+    assert (pages / "index.html").exists() and "value 1" in (
+        pages / "chapters" / "01_a.html"
+    ).read_text()
+    b = (pages / "chapters" / "02_b.html").read_text()
+    assert "This chapter failed to execute" in b and "before the claim" in b, b[-2000:]
+    assert "claim x: partly, the chapter says new" in b
+    # the failed chapter runs again next time (its stamp matches nothing), and passes once fixed
+    (toy / "chapters" / "02_b.md").write_text(
+        HEADER + "\n# B\n\n```{code-cell} ipython3\nprint('fixed')\n```\n"
+    )
+    p = make(toy, "book")
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, out
+    b = (pages / "chapters" / "02_b.html").read_text()
+    assert "fixed" in b and "failed to execute" not in b

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lib.book import claims, style  # noqa: E402
+from lib.book import claims, report, style  # noqa: E402
 from lib.experiments import ch99_report as ex  # noqa: E402
 
 
@@ -15,7 +15,9 @@ def _records():
     rows, i = [], 0
     for h in ex.HEADLINES:
         for cid in h.claims:
-            led = claims.Ledger(f"0{i % 3 + 1}_x").section(f"sec-{i}", label="recon")
+            led = claims.Ledger(f"0{i % 3 + 1}_x").section(
+                f"sec-{i}", label="recon", tier="finding"
+            )
             verdict = "as measured" if i == 0 else None
             rows.append(led.check(cid, "text", holds=[1, 1], values=[0.2, 0.4], verdict=verdict))
             i += 1
@@ -45,7 +47,7 @@ def test_a_headline_that_names_no_claim_fails():
 
 def test_folds_hold_every_claim_once_under_its_chapter():
     recs = _records()
-    md = claims.chapter_folds(recs, ["01_x", "02_x", "03_x", "04_y"], {"01_x": "1 x"})
+    md = report.chapter_folds(recs, ["01_x", "02_x", "03_x", "04_y"], {"01_x": "1 x"})
     assert md.count("::::{dropdown}") == 3 and "1 x:" in md
     assert sum(md.count(f"| text ({{ref}}`sec-{i}`)") for i in range(len(recs))) == len(recs)
 

@@ -1,6 +1,7 @@
 """The book: what a page shows of the library's results, and how the pages are built.
 
 What a page shows: ``claims`` (what each chapter checks, for the reproduction report),
+``report`` (the report's tables of every claim),
 ``page`` (the one formatter of glued numbers and tables), ``style`` (the figure style and
 palettes) and ``interactive`` (offline slider figures). The chapters and
 :mod:`lib.experiments` use them; they import nothing from the science layers.
@@ -28,6 +29,13 @@ rebuild executes only what changed:
 * ``convert``: chapters are jupytext MyST-Markdown; nbmake and ruff read ``.ipynb``.
   A chapter whose header is not MyST (which would silently turn its code cells into
   Markdown) or that has no code cell is refused.
+* ``execute --keep-going`` and ``failures``: a chapter that fails does not stop the book.
+  Its page shows the cells that ran under a banner naming the error, the report marks it,
+  and ``failures``, the build's last step, lists every failed chapter and exits non-zero.
+* ``reference`` and ``compare``: the reference run's claim statuses at ``ci`` and
+  ``book`` (``docs/reference_claims.json``, with its commit), and a run's differences from
+  them or from another run (``make robust``): a check or finding that differs fails,
+  a measured claim that differs is printed.
 * ``times``: the table of seconds per phase and per notebook that ``make test`` prints.
 * ``test-cache``: ``make test`` keeps each chapter that passed under nbmake, with its stamp
   at ``ci`` scale and the test's settings, and restores it instead of running it again
@@ -43,6 +51,8 @@ a chapter's outputs depend on), ``pool`` (worker processes, Ctrl-C and SIGTERM),
 (the stale chapters, through the pool), ``outputs`` (a chapter's outputs, staged and
 published together), ``lock`` (the Makefile's lock, run as a file), ``mathjax`` and ``fold`` (what staging copies and
 folds), ``stage`` (the book Sphinx reads), ``timing`` (the table of ``make test``),
-``testcache`` (the chapters ``make test`` need not run again), ``trying`` (a chapter run
+``testcache`` (the chapters ``make test`` need not run again), ``reference`` (the
+reference run's statuses, and a run's differences from them), ``robust`` (``make robust``:
+the ci book perturbed against the plain one), ``trying`` (a chapter run
 with a reader's own settings, ``make try``) and ``cli`` (the command line). :mod:`lib.booktools` is the command run as a program (``python -m lib.booktools``).
 """

@@ -1,36 +1,18 @@
 """The book's claims: each chapter checks and records them; the report page gathers them.
 
-A chapter ends with a :class:`Ledger`. Each :meth:`Ledger.check` states one claim of the
-chapter, the section that shows it, its honesty label, the chapter's own verdict, and
-the measured evidence: whether the claim held in each seed, and the number that was
-measured (per seed). The status is then *computed* from the evidence by one rule
-(:func:`status`), and ``check`` asserts that it equals the chapter's verdict, so a page
-can only say "reproduced" while its numbers do. :meth:`Ledger.finish` (or
-:meth:`Ledger.save`) writes the claims as
-JSON into ``BOOK_CLAIMS_DIR``, from which the reproduction report builds its table and
-fails when a chapter's claims are missing.
+A chapter ends with a :class:`Ledger`. Each :meth:`Ledger.check` states one claim: its
+section, its honesty label, its tier (:data:`TIERS`), the chapter's verdict, and the
+evidence (whether it held in each seed, and the number measured). The status is *computed*
+from the evidence by one rule (:func:`status`: held in every seed, *reproduced*, or a *new
+result* for a NEW claim; in some, *partly*; in none, *not reproduced*). For a check or a
+finding, ``check`` asserts that the status is the verdict; a measured claim is recorded and
+shown, never asserted. :meth:`Ledger.finish` writes the claims as JSON into
+``BOOK_CLAIMS_DIR``, from which the report builds its tables.
 
-The status rule: a claim that held in every seed is *reproduced* (a claim labelled NEW:
-a *new result*); one that held in some seeds but not all, or only on the seed mean, is
-*partly* reproduced; one that held in no seed is *not reproduced*.
-
-The verdict ``"as measured"`` (:data:`AS_MEASURED`) means *reported, not asserted*: the
-claim's status is computed from its evidence as for any other, shown, and counted apart
-(:data:`REPORTED`), but no verdict is checked against it. The value stays
-``"as measured"`` in the claims JSON, where the report reads it; the pages and tables
-call it "reported, not asserted".
-
-A try run (``make try``, :mod:`lib.book.trying`), whose settings are a reader's own, asserts
-no verdict either: a claim whose status misses its verdict is recorded ``as measured``, the
-verdict kept in ``try_verdict``, and the run ends with a table of them.
-
-In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`), whose training runs make two steps,
-:meth:`Ledger.check` asserts no verdict. Every claim is still checked for its form and
-recorded with the status its two-step numbers give, marked ``smoke: true``. A claim whose
-status is not the chapter's verdict is recorded ``as measured`` (reported, not asserted,
-as the chapters and the report already read that verdict), with the chapter's verdict kept
-in ``smoke_verdict``; the tables say so. Nothing is faked: a claim that did not hold is
-recorded as not holding.
+A try run (``make try``) and the smoke mode (``BOOK_SMOKE=1``, two-step runs) assert no
+verdict: a claim that misses it is recorded ``as measured`` (:data:`AS_MEASURED`), the
+verdict kept in ``try_verdict`` or ``smoke_verdict``. Nothing is faked: a claim that did not
+hold is recorded as not holding.
 """
 
 from __future__ import annotations
@@ -45,9 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from ..env import smoke, trying
-from .page import MISSING
+from .page import MISSING, counts_line, status_glue
 
 LABELS = {"paper": "FROM THE PAPER", "recon": "RECONSTRUCTED", "new": "NEW"}
+# The three tiers of a claim. A *check* is an identity, or an equation against autograd or
+# simulation: asserted (tolerance-based, so it holds on every machine). A *finding* is a
+# result the chapter stands on: asserted, and robust by the book's rules (family-wise
+# controls, rates with intervals, horizons stated). *Measured* is everything else: its status
+# is computed, recorded and shown, and it never stops the build.
+TIERS = ("check", "finding", "measured")
+ASSERTED_TIERS = ("check", "finding")
 STATUSES = ("reproduced", "partly", "not reproduced", "new result")
 AS_MEASURED = "as measured"  # reported, not asserted: the status is recorded, not checked
 ENV = "BOOK_CLAIMS_DIR"
@@ -94,6 +83,19 @@ class Claim:
     smoke: bool = False  # recorded by a smoke run (two training steps): not asserted
     smoke_verdict: str = ""  # a smoke run's claim that missed its verdict: the verdict
     try_verdict: str = ""  # a try run's claim that missed its verdict (lib.book.trying)
+    tier: str = "measured"  # TIERS: check, finding or measured
+    reference: str = ""  # the reference run's status at this scale, when it differs (report)
+
+    @property
+    def asserted(self) -> bool:
+        """Whether the build stops when this claim's status is not its verdict."""
+        return self.tier in ASSERTED_TIERS and self.verdict != AS_MEASURED
+
+    @property
+    def missed(self) -> bool:
+        """A measured claim whose computed status is not the verdict the chapter states."""
+        allowed = self.verdict.split(" or ")
+        return self.verdict != AS_MEASURED and self.status not in allowed
 
     @property
     def status(self) -> str:
@@ -136,14 +138,20 @@ class Ledger:
         self.curves: dict[str, list] = {}
         self._section: str | None = None
         self._label: str | None = None
+        self._tier = "measured"
 
-    def section(self, section: str, label: str | None = None) -> Ledger:
-        """Set the section (its MyST label) and the honesty label of the claims that follow."""
+    def section(self, section: str, label: str | None = None, tier: str | None = None) -> Ledger:
+        """Set the section (its MyST label), the honesty label and the tier (:data:`TIERS`;
+        default ``measured``) of the claims that follow."""
         if label is not None and label not in LABELS:
             raise ClaimError(f"unknown label {label!r}; use one of {sorted(LABELS)}")
+        if tier is not None and tier not in TIERS:
+            raise ClaimError(f"unknown tier {tier!r}; use one of {TIERS}")
         self._section = section
         if label is not None:
             self._label = label
+        if tier is not None:
+            self._tier = tier
         return self
 
     def check(
@@ -157,8 +165,16 @@ class Ledger:
         verdict: str | Sequence[str] | None = None,
         label: str | None = None,
         section: str | None = None,
+        tier: str | None = None,
     ) -> Claim:
-        """Record a claim and assert that its computed status is ``verdict``.
+        """Record a claim; assert that its computed status is ``verdict`` when it is a check
+        or a finding.
+
+        ``tier`` (:data:`TIERS`) defaults to the one set by :meth:`section`, else
+        ``measured``: a measured claim's status is computed and recorded, and when it misses
+        the chapter's ``verdict`` the build goes on (the table and the report show both, and
+        the prose reads the status from glue, ``claim_<id>``, set by :meth:`finish`). The
+        verdict ``"as measured"`` makes a claim measured.
 
         ``label`` and ``section`` default to those set by :meth:`section`; ``verdict`` to
         the full status of the label (:data:`FULL`).
@@ -179,8 +195,13 @@ class Ledger:
         section = section if section is not None else self._section
         if label is None or section is None:
             raise ClaimError(f"{id}: no label or section; call Ledger.section(...) first")
+        tier = tier if tier is not None else self._tier
+        if tier not in TIERS:
+            raise ClaimError(f"{id}: unknown tier {tier!r}; use one of {TIERS}")
         if verdict is None:
             verdict = FULL.get(label, "reproduced")
+        if verdict == AS_MEASURED:
+            tier = "measured"
         allowed = (verdict,) if isinstance(verdict, str) else tuple(verdict)
         if not allowed or any(v not in (*STATUSES, AS_MEASURED) for v in allowed):
             raise ClaimError(f"{id}: verdict {verdict!r} is not one of {STATUSES + (AS_MEASURED,)}")
@@ -189,8 +210,9 @@ class Ledger:
         holds = [bool(x) for x in np.atleast_1d(np.asarray(holds, dtype=bool))]
         vals = [_finite(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
         claim = Claim(
-            id, self.chapter, text, label, section, " or ".join(allowed), holds, vals, unit
-        )
+            id, self.chapter, text, label, section, " or ".join(allowed), holds, vals, unit,
+            tier=tier,
+        )  # fmt: skip
         if smoke():  # two-step runs: record what they give, assert nothing
             claim.smoke = True
             if AS_MEASURED not in allowed and claim.status not in allowed:
@@ -198,9 +220,9 @@ class Ledger:
         elif trying():  # a reader's own settings: record what no longer holds, stop nothing
             if AS_MEASURED not in allowed and claim.status not in allowed:
                 claim.try_verdict, claim.verdict = claim.verdict, AS_MEASURED
-        elif AS_MEASURED not in allowed and claim.status not in allowed:
+        elif claim.asserted and claim.status not in allowed:
             raise ClaimError(
-                f"{self.chapter}, claim {id!r}: the measurements say {claim.status!r} "
+                f"{self.chapter}, {tier} {id!r}: the measurements say {claim.status!r} "
                 f"(held in {sum(holds)} of {len(holds)} seeds), the chapter says {verdict!r}. "
                 "Fix the chapter's verdict and prose to match what was measured."
             )
@@ -216,11 +238,49 @@ class Ledger:
             self.curves[name] = np.where(np.isfinite(a), a.astype(object), None).tolist()
         return self
 
+    def rate(
+        self,
+        id: str,
+        text: str,
+        *,
+        holds,
+        threshold: float,
+        level: float = 0.95,
+        values=(),
+        unit: str = "",
+        tier: str | None = None,
+        **kw,
+    ) -> Claim:
+        """A claim that a rate over seeds (or instances) is high: the share of ``holds``
+        that are true, with its exact (Clopper-Pearson) ``level`` interval from scipy. It
+        holds when the *whole* interval clears ``threshold`` (a number fixed in the chapter's
+        ``Config`` before the run), so a rate whose interval straddles it is not a finding:
+        pass ``tier="measured"`` there. The claim's value is ``[share, lo, hi]`` (``values``
+        after them)."""
+        from scipy.stats import binomtest
+
+        h = np.atleast_1d(np.asarray(holds, dtype=bool))
+        if h.size == 0:
+            raise ClaimError(f"{id}: a rate needs at least one case")
+        if not 0 <= threshold < 1:
+            raise ClaimError(f"{id}: a rate's threshold must be in [0, 1), got {threshold}")
+        k, n = int(h.sum()), int(h.size)
+        ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+        share = k / n
+        more = [float(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
+        text = (f"{text} (the rate's {level:.0%} interval lies above {threshold:g}; held "
+                f"{k} of {n})")  # fmt: skip
+        return self.check(id, text, holds=bool(ci.low >= threshold), tier=tier,
+                          values=[share, ci.low, ci.high, *more],
+                          unit=unit or "share, lo, hi", **kw)  # fmt: skip
+
     def held(self, *ids: str) -> bool:
-        """Whether each named claim is asserted (not *as measured*) and held in every seed.
+        """Whether each named claim is asserted (a check or a finding, not *as measured*) and
+        held in every seed.
 
         A chapter ends with ``assert claims.held(<its headline claims>)``: the claims its
-        opening box states without qualification. Unknown ids raise :class:`ClaimError`.
+        opening box states without qualification. Unknown ids raise :class:`ClaimError`, and
+        so does a measured claim: a headline is a finding.
 
         In the smoke mode nothing is asserted, as in :meth:`check`: the ids are checked and
         a claim recorded by the smoke run counts, whether or not its two-step numbers held
@@ -230,6 +290,12 @@ class Ledger:
         missing = [i for i in ids if i not in known]
         if missing or not ids:
             raise ClaimError(f"{self.chapter}: no claim {missing or 'named'} in this ledger")
+        measured = [i for i in ids if known[i].tier not in ASSERTED_TIERS]
+        if measured:
+            raise ClaimError(
+                f"{self.chapter}: the headline claims {measured} are measured, not findings: "
+                "make them findings (tier='finding') or take them out of the headline"
+            )
         return all(
             known[i].smoke or trying() or (known[i].verdict != AS_MEASURED and all(known[i].holds))
             for i in ids
@@ -251,6 +317,7 @@ class Ledger:
         self.save(directory)
         glue_all(self.counts(), prefix="claims_")
         glue_all({"claims_line": counts_line(self.counts())})
+        glue_all(status_glue(self.claims))
         return Markdown(self.markdown())
 
     def markdown(self, link: bool = True) -> str:
@@ -298,18 +365,20 @@ BADGES = {
 
 
 def _status_cell(c: Claim) -> str:
-    """The status, marked when it was not asserted (a smoke run, or ``as measured``)."""
-    return c.status + (
-        f" (try run; the chapter says {c.try_verdict}: not asserted)"
-        if c.try_verdict
-        else f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
-        if c.smoke_verdict
-        else " (smoke run)"
-        if c.smoke
-        else " (reported, not asserted)"
-        if c.verdict == AS_MEASURED
-        else ""
-    )
+    """The status, marked when it was not asserted (a smoke or try run, a measured claim)
+    and when it differs from the reference run's."""
+    out = c.status
+    if c.try_verdict:
+        out += f" (try run; the chapter says {c.try_verdict}: not asserted)"
+    elif c.smoke_verdict:
+        out += f" (smoke run; the chapter says {c.smoke_verdict}: not asserted)"
+    elif c.smoke:
+        out += " (smoke run)"
+    elif c.tier == "measured" and c.missed:
+        out += f" (the chapter states {c.verdict})"
+    if c.reference:
+        out += f"; reference: {c.reference}"
+    return out
 
 
 def _held(c: Claim) -> str:
@@ -320,30 +389,18 @@ def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool 
     """A MyST Markdown table of claims, for a chapter's end and for the report page: the
     claim (with its honesty badge and a link to its section), its status, the measured
     number (mean [min, max] over seeds) and the seeds or cases in which it held."""
-    head = ["claim", "status", "measured: mean [min, max]", "held"]
+    head = ["claim", "tier", "status", "measured: mean [min, max]", "held"]
     if chapter_column:
         head.insert(0, "chapter")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in rows:
         text = c.text.replace("|", "\\|") + (f" ({{ref}}`{c.section}`)" if link else "")
-        cells = [f"{text} {BADGES[c.label]}", _status_cell(c), c.summary() or MISSING, _held(c)]
+        cells = [f"{text} {BADGES[c.label]}", c.tier, _status_cell(c), c.summary() or MISSING,
+                 _held(c)]  # fmt: skip
         if chapter_column:
             cells.insert(0, c.chapter.split("_", 1)[0])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def chapter_folds(rows: Sequence[Claim], chapters: Sequence[str], titles: dict[str, str]) -> str:
-    """Every claim, one closed fold per chapter (MyST ``dropdown``), each titled with the
-    chapter and its counts (:func:`counts_line`), holding its :func:`claims_table`."""
-    out = []
-    for ch in chapters:
-        mine = [c for c in rows if c.chapter == ch]
-        if not mine:
-            continue
-        title = f"{titles.get(ch, ch)}: {counts_line(category_counts(mine))}"
-        out += [f"::::{{dropdown}} {title}", claims_table(mine, chapter_column=False), "::::", ""]
-    return "\n".join(out)
 
 
 def find(rows: Sequence[Claim], claim_id: str) -> Claim:
@@ -391,79 +448,27 @@ SHORT = ("partly", "not reproduced")  # the statuses the report lists first
 # The statuses from best to worst: the columns of the report's summary and its bars.
 RANKED = ("reproduced", "new result", "partly", "not reproduced")
 # The one counting rule of the book, used by every chapter's verdict line and by the report:
-# an asserted claim counts under its status, a claim reported without a verdict (``as
-# measured``, or a smoke run's) in a category of its own. Every claim is in exactly one.
-REPORTED = "reported, not asserted"
-CATEGORIES = (*RANKED, REPORTED)
-_KEYS = dict(zip(CATEGORIES, ("reproduced", "new", "partly", "not_reproduced", "reported"),
-                 strict=True))  # fmt: skip
+# checks in one category, findings under their status, measured claims (and a smoke run's)
+# in a category of their own. Every claim is in exactly one.
+CHECK = "check"
+REPORTED = "measured"
+CATEGORIES = (CHECK, *RANKED, REPORTED)
+_KEYS = dict(zip(CATEGORIES, ("checks", "reproduced", "new", "partly", "not_reproduced",
+                              "measured"), strict=True))  # fmt: skip
 
 
 def category(c: Claim) -> str:
     """The claim's category under the book's one counting rule (:data:`CATEGORIES`)."""
-    return REPORTED if c.verdict == AS_MEASURED else c.status
+    if c.tier == "measured" or c.verdict == AS_MEASURED or c.smoke_verdict or c.try_verdict:
+        return REPORTED
+    return CHECK if c.tier == "check" else c.status
 
 
 def category_counts(rows: Sequence[Claim]) -> dict[str, int]:
-    """``n`` (every claim) and the number in each category, keyed ``reproduced``, ``new``,
-    ``partly``, ``not_reproduced`` and ``reported``."""
+    """``n`` (every claim), ``findings``, and the number in each category, keyed ``checks``,
+    ``reproduced``, ``new``, ``partly``, ``not_reproduced`` (the findings by status) and
+    ``measured``."""
     cats = [category(c) for c in rows]
-    return {"n": len(cats), **{_KEYS[k]: cats.count(k) for k in CATEGORIES}}
-
-
-def counts_line(counts: dict[str, int]) -> str:
-    """The counts in words, categories with no claim left out: ``37 claims: 20
-    reproduced, 9 new results, 2 not reproduced, 6 reported, not asserted``."""
-    from .page import count
-
-    words = {"reproduced": "reproduced", "new": ("new result", "new results"),
-             "partly": "partly reproduced", "not_reproduced": "not reproduced",
-             "reported": "reported, not asserted"}  # fmt: skip
-    parts = []
-    for key, word in words.items():
-        n = counts[key]
-        if n:
-            parts.append(f"{n} {word[n != 1] if isinstance(word, tuple) else word}")
-    return f"{count(counts['n'], 'claim')}: " + "; ".join(parts)
-
-
-def counts_by_chapter(rows: Sequence[Claim], chapters: Sequence[str]):
-    """How many claims each chapter has in each category (the book's one counting rule,
-    :func:`category`): a DataFrame indexed by chapter stem (in the order of ``chapters``),
-    with the columns ``claims`` (all) and one per category (:data:`CATEGORIES`), which add
-    up to ``claims``. Raises :class:`ClaimError` for a claim of a chapter not in
-    ``chapters``."""
-    import pandas as pd
-
-    unknown = sorted({c.chapter for c in rows} - set(chapters))
-    if unknown:
-        raise ClaimError(f"claims of chapters not in the list: {unknown}")
-    cols = ["claims", *CATEGORIES]
-    table = pd.DataFrame(0, index=pd.Index(list(chapters), name="chapter"), columns=cols)
-    for c in rows:
-        table.loc[c.chapter, ["claims", category(c)]] += 1
-    return table
-
-
-def counts_table(counts) -> str:
-    """:func:`counts_by_chapter` as a MyST Markdown table: each chapter linked to its page,
-    and a last row with the totals."""
-    cols = list(counts.columns)
-    lines = ["| chapter | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
-    for stem, row in counts.iterrows():
-        lines.append(
-            f"| {{doc}}`/chapters/{stem}` | " + " | ".join(str(int(row[c])) for c in cols) + " |"
-        )
-    total = counts.sum()
-    lines.append("| all | " + " | ".join(f"**{int(total[c])}**" for c in cols) + " |")
-    return "\n".join(lines)
-
-
-def claims_list(rows: Sequence[Claim]) -> str:
-    """A MyST bullet list of claims: the chapter's number, the claim linked to its section,
-    its status and the seeds (or cases) in which it held."""
-    return "\n".join(
-        f"* {c.chapter.split('_', 1)[0]}: {c.text} ({{ref}}`{c.section}`): "
-        f"*{_status_cell(c)}*, held {_held(c)}"
-        for c in rows
-    )
+    out = {"n": len(cats), **{_KEYS[k]: cats.count(k) for k in CATEGORIES}}
+    out["findings"] = sum(cats.count(k) for k in RANKED)
+    return out

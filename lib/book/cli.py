@@ -41,6 +41,27 @@ def main(argv: list[str] | None = None) -> int:
                     help="chapters, by number or stem, separated by spaces or commas")  # fmt: skip
     ex.add_argument("--workers", type=int, default=None)
     ex.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    ex.add_argument("--keep-going", action="store_true",
+                    help="a failed chapter does not stop the build: `failures` ends it")  # fmt: skip
+    fl = sub.add_parser("failures", help="name the chapters that failed; exit 2 if any did")
+    fl.add_argument("executed", type=Path)
+    fl.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    rf = sub.add_parser("reference", help="write the claims' statuses as the reference run's")
+    rf.add_argument("claims", type=Path, help="a folder of claims (e.g. build/executed/claims)")
+    rf.add_argument("--scale", required=True, choices=("ci", "book", "paper"))
+    rb = sub.add_parser("robust", help="the ci book under a perturbation, against the plain one")
+    rb.add_argument("out", type=Path)
+    rb.add_argument("--cache", type=Path, required=True, help="make test's cache of chapters")
+    rb.add_argument("--perturb", default="1e-6:1", help="BOOK_PERTURB's REL:SEED")
+    rb.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
+    rb.add_argument("--workers", type=int, default=None)
+    cp = sub.add_parser("compare", help="compare a run's claims with another run's")
+    cp.add_argument("claims", type=Path, help="the run's claims folder")
+    cp.add_argument("--against", type=Path, default=None,
+                    help="the other run's claims folder (default: the reference run's)")  # fmt: skip
+    cp.add_argument(
+        "--scale", default=None, help="the scale of the reference (default: BOOK_SCALE)"
+    )
     cv = sub.add_parser("convert", help="write every chapter as .ipynb")
     cv.add_argument("out", type=Path)
     st = sub.add_parser("stage", help="stage executed notebooks as a book")
@@ -82,11 +103,45 @@ def main(argv: list[str] | None = None) -> int:
             scale, device = get_scale(), get_device()
             stems = [md.stem for md in selected] if args.only else []
             check_scale(scale, device, estimate=paper_estimate(stems, args.root) if stems else None)
-            status = execute(
-                args.out, scale, str(device), args.root, only=stems or None, workers=args.workers
-            )
+            try:
+                status = execute(
+                    args.out, scale, str(device), args.root, only=stems or None,
+                    workers=args.workers,
+                )  # fmt: skip
+            except BuildError as err:
+                if not args.keep_going:
+                    raise
+                print(f"error: {err}\nthe pages are built all the same, each failed one under "
+                      "a banner; the build then fails", file=sys.stderr)  # fmt: skip
+                return 0
             fresh = sum(v == "up to date" for v in status.values())
             print(f"{len(status)} chapter(s) ready in {args.out} ({fresh} up to date)")
+            if not args.only:
+                from .reference import print_changes
+
+                print_changes(args.out / "claims", scale)
+        elif args.cmd == "failures":
+            from .execute import failures
+
+            gone = failures(args.executed, args.root)
+            if gone:
+                lines = "\n".join(f"  {k}: {v}" for k, v in sorted(gone.items()))
+                print(f"error: {len(gone)} chapter(s) failed to execute; their pages open with a "
+                      f"banner (rerun one with `make chapter CH=NN`):\n{lines}",
+                      file=sys.stderr)  # fmt: skip
+                return 2
+        elif args.cmd == "reference":
+            from .reference import write_reference
+
+            print(f"wrote {write_reference(args.claims, args.scale)}")
+        elif args.cmd == "robust":
+            from .robust import run_robust
+
+            return run_robust(args.out, args.cache, args.perturb, args.root, args.workers)
+        elif args.cmd == "compare":
+            from .reference import compare_runs
+
+            return compare_runs(args.claims, args.against, args.scale or get_scale())
         elif args.cmd == "timings":
             from .timing import timings_markdown
 

@@ -4,12 +4,14 @@ report page after the others, on the claims they recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
 
+from ..env import FAILED_ENV
 from . import outputs
-from .notebook import ROOT, BuildError, atomic_write, select_chapters, write_error
+from .notebook import ROOT, BuildError, atomic_write, failed_reason, select_chapters, write_error
 from .pool import Job, Pool, run_pool, worker_env
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
 
@@ -28,6 +30,19 @@ def _durations_path(out_dir: Path) -> Path:
 
 
 REPORT_PREFIX = "99_"  # pages that gather what the chapters recorded: executed after them
+
+
+def failures(out_dir: Path, root: Path = ROOT) -> dict[str, str]:
+    """``{chapter: the one line of its error}`` for every chapter of the book whose executed
+    notebook in ``out_dir`` is marked failed (:func:`lib.book.notebook.mark_failed`)."""
+    from .notebook import chapters
+
+    out = {}
+    for md in chapters(root):
+        reason = failed_reason(out_dir / f"{md.stem}.ipynb")
+        if reason is not None:
+            out[md.stem] = reason
+    return out
 
 
 def _claims_digest(claims: Path) -> str:
@@ -54,8 +69,10 @@ def execute(
     ``workers``: chapters at a time (default: one per core); ``threads``: torch threads
     per worker (``None``: torch's default, every core). Chapters record their
     claims in ``out_dir/claims``; a report page (stem ``99_...``) runs after the others,
-    and its stamp includes those claims. Raises :class:`BuildError` naming every chapter
-    whose execution failed. A chapter's notebook, claims and failure log are published
+    and its stamp includes those claims. A chapter that fails stops neither the others nor
+    the report, which marks it (:data:`FAILED_ENV`); its page shows the cells that ran
+    under a banner. Raises :class:`BuildError` naming every chapter whose execution failed,
+    once all have run. A chapter's notebook, claims and failure log are published
     together or not at all (:mod:`lib.book.outputs`); a folder that cannot be written is
     named before any chapter runs.
     """
@@ -78,11 +95,12 @@ def execute(
             [m for m in selected if not m.stem.startswith(REPORT_PREFIX)],
             [m for m in selected if m.stem.startswith(REPORT_PREFIX)],
         ):
-            extra = (
-                ""
-                if not group or not group[0].stem.startswith(REPORT_PREFIX)
-                else _claims_digest(claims)
-            )
+            extra = ""
+            if group and group[0].stem.startswith(REPORT_PREFIX):
+                # the report reads every chapter's claims, and marks those that failed
+                gone = failures(out_dir, root)
+                pool = dataclasses.replace(pool, env=dict(env, **{FAILED_ENV: json.dumps(gone)}))
+                extra = _claims_digest(claims) + json.dumps(gone, sort_keys=True)
             todo = []
             for md in group:
                 stamp = chapter_stamp(md, scale, device, root, env=env_fp + extra)
@@ -96,8 +114,6 @@ def execute(
             durations.update(done.seconds)
             status.update(dict.fromkeys(done.seconds, "executed"))
             failed.update(done.failed)
-            if failed:
-                break
         try:
             atomic_write(_durations_path(out_dir), json.dumps(durations, indent=1))
         except OSError as err:  # only the order of the next run depends on it

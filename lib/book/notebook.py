@@ -17,6 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the book's folder
 STAMP_KEY = "book_stamp"
+FAILED_KEY = (
+    "book_failed"  # a chapter that failed: the one line of its error (its notebook's metadata)
+)
 CELL_TIMEOUT = 1200  # seconds; a book-scale chapter runs in under 10 minutes
 
 
@@ -172,14 +175,62 @@ def execute_one(
     kernels_over_ipc()
     nb = check_chapter(md)
     nb.metadata[STAMP_KEY] = stamp
+    nb.metadata["book_chapter"] = md.stem.partition("_")[0]
     client = NotebookClient(
         nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(root)}}
     )
-    client.execute()
+    try:
+        client.execute()
+    except Exception as err:  # the cells that ran, under a banner that names the failure
+        mark_failed(nb, failure_line(err), stamp)
+        with contextlib.suppress(OSError):
+            atomic_write(out, nbformat.writes(nb))
+        raise
     try:
         atomic_write(out, nbformat.writes(nb))
     except OSError as err:
         raise WriteFailed(write_error(err, published or out)) from None
+
+
+def failure_line(err: BaseException) -> str:
+    """One line for a chapter's failure: the cell's error and its message (its last line)."""
+    name, value = getattr(err, "ename", None), getattr(err, "evalue", None)
+    text = f"{name}: {value}" if name else f"{type(err).__name__}: {err}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " ".join(lines)[:2000] if lines else type(err).__name__
+
+
+BANNER = """```{{admonition}} This chapter failed to execute
+:class: error
+The build ran this chapter and stopped at an error: `{reason}`. The cells below are the
+ones that ran, with their outputs; the chapter's claims were not recorded, and the
+reproduction report marks the chapter as failed. Rerun it with `make chapter CH={number}`.
+```"""
+
+
+def mark_failed(nb, reason: str, stamp: str) -> None:
+    """Mark a partly executed notebook as failed: a banner after its title cell naming the
+    error, the error in its metadata (:data:`FAILED_KEY`), and a stamp that matches no
+    chapter, so that the next build runs it again."""
+    import nbformat
+
+    number = str(nb.metadata.get("book_chapter", "NN"))
+    text = BANNER.format(reason=reason.replace("`", "'"), number=number)
+    at = next((i + 1 for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), 0)
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell(text))
+    nb.metadata[FAILED_KEY] = reason
+    nb.metadata[STAMP_KEY] = "failed:" + stamp
+
+
+def failed_reason(path: Path) -> str | None:
+    """The one line of the failure of an executed notebook marked failed, else ``None``."""
+    import json
+
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, ValueError):
+        return None
+    return meta.get(FAILED_KEY)
 
 
 WRITE_FAILED = 3  # a worker's exit status when its chapter ran but could not be written

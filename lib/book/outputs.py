@@ -105,3 +105,23 @@ def publish(folder: Path, notebook: Path, claims: Path | None, log: Path) -> Non
             raise OSError(err.errno, err.strerror, str(dst)) from None
     with contextlib.suppress(FileNotFoundError):
         log.unlink()
+
+
+def publish_failed(folder: Path, notebook: Path, claims: Path | None, stem: str) -> bool:
+    """Publish the notebook of a chapter that failed, if its worker wrote one (the cells
+    that ran, under a banner: :func:`lib.book.notebook.mark_failed`), so that the book
+    still builds its page; and withdraw the chapter's published claims and kept curves,
+    which a later run no longer supports (the report marks the chapter failed). Returns
+    whether a notebook was published."""
+    if claims is not None:
+        for name in (f"{stem}.json", f"{stem}.curves.json"):
+            with contextlib.suppress(FileNotFoundError):
+                (claims / name).unlink()
+    staged = folder / notebook.name
+    if not staged.is_file():
+        return False
+    try:
+        os.replace(staged, notebook)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, str(notebook)) from None
+    return True

@@ -320,3 +320,39 @@ def per_seed_text(x, fmt: str = "{:.1f}") -> str:
     """Values over seeds in words, in seed order: ``0.8, 1.1 and 0.9``,
     with :data:`MISSING` for a missing one."""
     return listing([MISSING if is_missing(v) else fmt.format(v) for v in x], noun="")
+
+
+# The claims' words (lib.book.claims): a chapter's verdict line, and each claim's status.
+def counts_line(counts: dict[str, int]) -> str:
+    """The counts in words, tiers apart, categories with no claim left out: ``37 claims: 12
+    checks; 4 findings (3 reproduced, 1 new result); 21 measured``."""
+    words = {"reproduced": "reproduced", "new": ("new result", "new results"),
+             "partly": "partly reproduced", "not_reproduced": "not reproduced"}  # fmt: skip
+    parts = []
+    if counts["checks"]:
+        parts.append(count(counts["checks"], "check"))
+    found = []
+    for key, word in words.items():
+        n = counts[key]
+        if n:
+            found.append(f"{n} {word[n != 1] if isinstance(word, tuple) else word}")
+    if found:
+        parts.append(f"{count(counts['findings'], 'finding')} ({', '.join(found)})")
+    if counts["measured"]:
+        parts.append(f"{counts['measured']} measured")
+    return f"{count(counts['n'], 'claim')}: " + "; ".join(parts)
+
+
+def glue_key(claim_id: str) -> str:
+    """The glue name of a claim's status (``claim_<id>``, non-alphanumerics as ``_``)."""
+    return "claim_" + "".join(ch if ch.isalnum() else "_" for ch in claim_id)
+
+
+def status_glue(rows: Sequence[Claim]) -> dict[str, str]:
+    """Each claim's computed status and the seeds it held in, for the prose: ``claim_<id>``
+    (e.g. ``partly``) and ``claim_<id>_held`` (e.g. ``3 of 4``)."""
+    out = {}
+    for c in rows:
+        out[glue_key(c.id)] = c.status
+        out[glue_key(c.id) + "_held"] = f"{sum(c.holds)} of {len(c.holds)}"
+    return out

@@ -140,6 +140,10 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
                     result.failed[stem] = f"{last} (traceback in {log_file})"
                 except OSError as err:
                     result.failed[stem] = f"{last} (no traceback: {write_error(err, log_file)})"
+                try:  # its page still builds: the cells that ran, under a banner
+                    outputs.publish_failed(folder, job.out, pool.claims, stem)
+                except OSError as err:
+                    pool.log(f"  warning: {write_error(err)}")
             else:
                 try:
                     outputs.publish(folder, job.out, pool.claims, log_file)

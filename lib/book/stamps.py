@@ -8,6 +8,7 @@ import ast
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 from pathlib import Path
 
@@ -122,6 +123,9 @@ def chapter_stamp(
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     h.update((env if env is not None else environment_fingerprint()).encode())
     h.update(f"scale={scale};device={device}".encode())
+    perturb = os.environ.get("BOOK_PERTURB", "").strip()
+    if perturb:  # a perturbed run's numbers are its own (lib.env.perturbation)
+        h.update(f";perturb={perturb}".encode())
     return h.hexdigest()
 
 

@@ -50,11 +50,12 @@ PARAMETERIZATION_COLORS = {
 }
 # The statuses of a claim (lib.book.claims.STATUSES), on the reproduction report.
 STATUS_COLORS = {
+    "check": (0.45, 0.45, 0.45),  # lib.book.claims.CHECK: identities and equations, asserted
     "reproduced": _CB[2],
     "new result": _CB[0],
     "partly": _CB[8],
     "not reproduced": _CB[3],
-    "reported, not asserted": (0.75, 0.75, 0.75),  # lib.book.claims.REPORTED: counted apart
+    "measured": (0.82, 0.82, 0.82),  # lib.book.claims.REPORTED: shown, never asserted
 }
 SIMILARITY_CMAP = "RdBu_r"
 # Percentages of samples in 2-D histograms: the map of the official QK/OV code's Fig 2.

@@ -47,7 +47,7 @@ from typing import Any, Literal, Union
 
 import torch
 
-from ..env import SCALES, ConfigError, check_scale, get_device, get_scale
+from ..env import SCALES, ConfigError, check_scale, get_device, get_scale, perturbation
 from .settings import apply_settings, differences, settings_from_env
 
 __all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
@@ -193,6 +193,11 @@ def announce(module: ModuleType, cpu_threads: int | None = None):
     )
     if settings_from_env(module.CHAPTER):
         _try_banner(module, cfg)
+    perturbed = perturbation()
+    if perturbed:
+        print(f"a perturbed run, not the book: every initial parameter of every training run "
+              f"is multiplied by 1 + {perturbed[0]:g} z, z ~ N(0, 1) from seed {perturbed[1]} "
+              f"(BOOK_PERTURB)")  # fmt: skip
     return cfg, dev
 
 

@@ -142,16 +142,36 @@ def _held(found) -> tuple[int, int]:
     return sum(sum(c.holds) for c in found), sum(len(c.holds) for c in found)
 
 
-def headline_rows(records) -> list[tuple[str, str, str, str]]:
+NOT_RUN = "not run: its chapter failed"
+
+
+def _found(records, h: Headline, missing_ok: bool):
+    """The claims a headline reads; ``None`` when one is missing and ``missing_ok`` (a
+    chapter that failed to execute recorded none)."""
+    from ..book import claims
+
+    try:
+        return [claims.find(records, i) for i in h.claims]
+    except claims.ClaimError:
+        if missing_ok:
+            return None
+        raise
+
+
+def headline_rows(records, missing_ok: bool = False) -> list[tuple[str, str, str, str]]:
     """The opening table's rows: the claim (linked to its section), the paper's column,
     ours (the measured number, or the row's own reading, and in how many seeds or cases it
     held) and its category under the book's counting rule (several, where the row reads
-    several claims). Raises when a headline names no claim."""
+    several claims). Raises when a headline names no claim, unless ``missing_ok`` (a
+    chapter failed): then its row says so."""
     from ..book import claims
 
     rows = []
     for h in headlines():
-        found = [claims.find(records, i) for i in h.claims]
+        found = _found(records, h, missing_ok)
+        if found is None:
+            rows.append((h.title, h.paper, NOT_RUN, NOT_RUN))
+            continue
         ours = OURS[h.ours](found) if h.ours else (found[0].summary() or "—")
         k, n = _held(found)
         cats = list(dict.fromkeys(claims.category(c) for c in found))
@@ -160,22 +180,43 @@ def headline_rows(records) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def headline_glue(records) -> dict[str, str]:
+def headline_glue(records, missing_ok: bool = False) -> dict[str, str]:
     """For the book's first page, per headline ``hl_<first claim id>``: ``_held`` ("5 of
     5", the seeds or cases in which its claims held) and ``_value`` (the first claim's
-    measured number)."""
+    measured number); with ``missing_ok``, a headline whose chapter failed reads
+    :data:`NOT_RUN`."""
     import re
 
-    from ..book import claims
     from ..book.page import MISSING, share
 
     out = {}
     for h in HEADLINES:
-        found = [claims.find(records, i) for i in h.claims]
+        found = _found(records, h, missing_ok)
         key = "hl_" + re.sub(r"\W+", "_", h.claims[0]).strip("_")
-        out[key + "_held"] = share(*_held(found))
-        out[key + "_value"] = found[0].summary() or MISSING
+        out[key + "_held"] = share(*_held(found)) if found else NOT_RUN
+        out[key + "_value"] = (found[0].summary() or MISSING) if found else NOT_RUN
     return out
+
+
+def failed_chapters() -> dict[str, str]:
+    """``{chapter: why}`` of the chapters that failed in this build (``make book`` passes
+    them to the report; under ``make test`` none is passed, and a missing chapter fails)."""
+    import json
+    import os
+
+    from ..env import FAILED_ENV
+
+    return json.loads(os.environ.get(FAILED_ENV, "") or "{}")
+
+
+def run_line(chapters, failed: dict[str, str], scale: str) -> str:
+    """One sentence for the first page: every chapter ran, or which did not."""
+    if not failed:
+        return f"All {len(chapters)} chapters ran to the end at BOOK_SCALE={scale}."
+    names = ", ".join(f"{chapter_title(c)} ({why.split(':', 1)[0]})" for c, why in failed.items())
+    return (f"{len(failed)} of {len(chapters)} chapters failed to run at BOOK_SCALE={scale}: "
+            f"{names}. Their pages show the cells that ran, under a banner; the findings "
+            "below that come from them read as not run.")  # fmt: skip
 
 
 def chapter_title(stem: str) -> str:
@@ -187,6 +228,17 @@ def chapter_title(stem: str) -> str:
 # The chapters whose kept curves draw the book's opening figure (Ledger.keep).
 STAIRCASE_CHAPTER = "02_context_staircase"
 SHARPENING_CHAPTER = "08_sharper_attention"
+
+
+def not_drawn_figure(failed: list[str]):
+    """In place of the book's opening figure when a chapter it reads failed to run."""
+    from ..book.style import subplots
+
+    fig, ax = subplots(row_height=1.2)
+    ax.axis("off")
+    ax.text(0.5, 0.5, "not drawn: " + ", ".join(chapter_title(c) for c in failed)
+            + " failed to run", ha="center", va="center")  # fmt: skip
+    return fig
 
 
 def book_figure(stair: dict, sharp: dict):

@@ -30,7 +30,7 @@ import torch
 
 from . import metrics as M
 
-__all__ = ["PermutationNull", "floor_of", "permuted_labels", "run_floors"]
+__all__ = ["PermutationNull", "familywise_floor", "floor_of", "permuted_labels", "run_floors"]
 
 
 def permuted_labels(y: torch.Tensor, n_perm: int, seed: int = 0) -> list[torch.Tensor]:
@@ -150,3 +150,36 @@ def run_floors(history, q: float, prefix: str = "") -> dict:
         int(k[len(prefix) + 4 :]) for k in history.metrics if k.startswith(prefix + "null")
     )
     return {o: floor_of(history[f"{prefix}null{o}"], q) for o in orders}
+
+
+FAMILYWISE_Q = 0.99  # the level of a negative control's family-wise floor: 1%
+
+
+def familywise_floor(null_curves, q: float = FAMILYWISE_Q) -> float:
+    """A negative control's family-wise floor: one max-statistic permutation null over
+    everything the control scans.
+
+    ``null_curves``: one logged null ``(n_logs, K, n_perm)`` per run of the control (or one
+    array), all with the same ``n_perm`` permutations, permutation p of every run drawn from
+    one set of permuted labels. Per permutation, the largest null R over every run, logged
+    step and instance (NaN ignored); the floor is the ``q`` quantile of those maxima. A
+    control whose largest real R over the same family stays below it has found nothing at
+    the level ``1 - q``, however many seeds, rates and steps it scanned (``q = 0.99``: 1%).
+    """
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1), got {q}")
+    curves = [null_curves] if isinstance(null_curves, np.ndarray) else list(null_curves)
+    peaks = []
+    for c in curves:
+        v = np.asarray(c, dtype=float)
+        if v.ndim != 3:
+            raise ValueError(f"a null curve must be (n_logs, K, n_perm), got shape {v.shape}")
+        v = np.where(np.isnan(v), -np.inf, v)
+        peaks.append(v.max(axis=(0, 1)))  # (n_perm,): the largest over steps and instances
+    n = {len(pk) for pk in peaks}
+    if len(n) != 1:
+        raise ValueError(f"the null curves have different numbers of permutations: {sorted(n)}")
+    peak = np.max(np.stack(peaks), axis=0)
+    if not np.isfinite(peak).any():
+        raise ValueError("the null curves have no finite value")
+    return float(np.quantile(peak[np.isfinite(peak)], q))

@@ -22,8 +22,17 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..env import SMOKE_LOGS, SMOKE_STEPS, ConfigError, quiet, smoke, smoke_all_logs, smoke_record
-from .init import per_instance
+from ..env import (
+    SMOKE_LOGS,
+    SMOKE_STEPS,
+    ConfigError,
+    perturbation,
+    quiet,
+    smoke,
+    smoke_all_logs,
+    smoke_record,
+)
+from .init import per_instance, perturb
 from .optimizers import OPTIMIZERS, STEP, Hyper, clip_per_instance, per_instance_view
 
 BAR_DELAY_S = 3.0  # seconds a training run lasts before its progress bar appears
@@ -278,6 +287,7 @@ def train(
     :func:`_record_smoke` records a smoke run's times.
     """
     _check_args(optimizer, steps)
+    _perturb_from_env(params)
     trained, lr_of, freeze_at = _learning_rates(model, params, lr, group_lr, frozen, freeze_at)
     state = {} if opt_state is None else opt_state
     for n in trained:
@@ -301,6 +311,20 @@ def train(
     if timed:
         _record_smoke(model, params, desc, steps, cut, step_s, n_logs, log, log_s, t_run)
     return log.history()
+
+
+def _perturb_from_env(params: dict[str, torch.Tensor]) -> None:
+    """Under ``BOOK_PERTURB=REL:SEED`` (:func:`lib.env.perturbation`), multiply every
+    parameter in place by ``1 + REL * z`` (:func:`lib.training.init.perturb`, instance k's
+    noise from ``(SEED, k)``) before the run starts; otherwise do nothing."""
+    found = perturbation()
+    if found is None:
+        return
+    rel, seed = found
+    new = perturb(params, rel, seed)
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(new[name])
 
 
 def _check_args(optimizer: str, steps: int) -> None:
