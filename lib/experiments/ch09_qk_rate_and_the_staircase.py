@@ -85,6 +85,10 @@ class Config(ChapterConfig):
         both controls memorize their bits, and their R1 settles, within control_steps.
     stair_control_r_grid: the rates of the staircase model's control (control_seeds,
         control_steps).
+    control_familywise_q: the quantile of each control's family-wise floor
+        (:func:`lib.measure.nulls.familywise_floor`: per permutation, the largest null R1
+        over every seed, rate and logged step the control scans): 0.99, a family-wise
+        level of 1%.
     shk_*: the Shakespeare LM (Chapter 8's model and multipliers, at small init):
         d_model, context, MLP width, batch size, steps, Adam lr, the QK multipliers,
         seeds, number of logging steps, tracked characters, skip distances k and the
@@ -125,6 +129,7 @@ class Config(ChapterConfig):
     control_seeds: tuple[int, ...] = (0, 1)
     control_steps: int = 200
     stair_control_r_grid: tuple[float, ...] = (0.1, 3.0)
+    control_familywise_q: float = 0.99
     shk_d_model: int = 32
     shk_context: int = 32
     shk_mlp: int = 0
