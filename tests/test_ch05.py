@@ -55,4 +55,3 @@ def test_instances_label_every_source_init_seed_and_copy():
     for scale in ("ci", "book", "paper"):
         c = config(ex, scale)
         assert c.widths[0] == c.d_model and c.runs[0] == ("shakespeare", "char")
-        assert set(c.paired_asserted) <= set(c.runs)

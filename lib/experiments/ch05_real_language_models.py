@@ -62,8 +62,6 @@ class Config(ChapterConfig):
     onset_frac: the fraction of a climb at which a stair's onset is read.
     end_logs: a curve's level at a length is its mean over this many logs ending there.
     paired_q: the quantile of the paired test's null that the difference must pass.
-    paired_asserted: the runs whose paired test (real text beats its bigram-only model in
-        every seed) is asserted; the others are reported.
     min_wait_over_rise: a plateau lasts at least this many times as long as the rise after
         it (linear time, as in Chapter 2).
     n_copies: perturbed copies of every small-init seed of the main run (stability).
@@ -101,7 +99,6 @@ class Config(ChapterConfig):
     onset_frac: float = 0.5
     end_logs: int = 3
     paired_q: float = 0.99
-    paired_asserted: tuple[tuple[str, str], ...] = (("shakespeare", "char"),)
     min_wait_over_rise: float = 1.0
     n_copies: int = 1
     perturb_rel: float = 1e-6
