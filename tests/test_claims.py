@@ -208,7 +208,8 @@ def test_a_rate_is_a_finding_only_when_its_whole_interval_clears_the_threshold()
     led = claims.Ledger("12_x").section("sec-a", label="new", tier="finding")
     c = led.rate("esc", "the learned arm escapes", holds=[1] * 10, threshold=0.6)
     assert c.status == "new result" and c.values[0] == 1.0 and c.values[1] > 0.69
-    assert "held 10 of 10" in c.text
+    assert "held 10 of 10" in c.text and c.cases == [10, 10]
+    assert claims.status_glue([c])["claim_esc_held"] == "10 of 10"
     with pytest.raises(claims.ClaimError, match="measurements say 'not reproduced'"):
         led.rate("esc9", "nine of ten", holds=[1] * 9 + [0], threshold=0.6)
     m = led.rate("esc8", "eight of ten", holds=[1] * 8 + [0] * 2, threshold=0.6, tier="measured")

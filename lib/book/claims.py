@@ -84,6 +84,7 @@ class Claim:
     smoke_verdict: str = ""  # a smoke run's claim that missed its verdict: the verdict
     try_verdict: str = ""  # a try run's claim that missed its verdict (lib.book.trying)
     tier: str = "measured"  # TIERS: check, finding or measured
+    cases: list[int] = field(default_factory=list)  # a rate's (held, of): Ledger.rate
     reference: str = ""  # the reference run's status at this scale, when it differs (report)
 
     @property
@@ -270,9 +271,11 @@ class Ledger:
         more = [float(x) for x in np.atleast_1d(np.asarray(values, dtype=float))]
         text = (f"{text} (the rate's {level:.0%} interval lies above {threshold:g}; held "
                 f"{k} of {n})")  # fmt: skip
-        return self.check(id, text, holds=bool(ci.low >= threshold), tier=tier,
-                          values=[share, ci.low, ci.high, *more],
-                          unit=unit or "share, lo, hi", **kw)  # fmt: skip
+        claim = self.check(id, text, holds=bool(ci.low >= threshold), tier=tier,
+                           values=[share, ci.low, ci.high, *more],
+                           unit=unit or "share, lo, hi", **kw)  # fmt: skip
+        claim.cases = [k, n]
+        return claim
 
     def held(self, *ids: str) -> bool:
         """Whether each named claim is asserted (a check or a finding, not *as measured*) and
@@ -382,7 +385,8 @@ def _status_cell(c: Claim) -> str:
 
 
 def _held(c: Claim) -> str:
-    return f"{sum(c.holds)}/{len(c.holds)}"
+    k, n = c.cases or (sum(c.holds), len(c.holds))
+    return f"{k}/{n}"
 
 
 def claims_table(rows: Sequence[Claim], link: bool = True, chapter_column: bool = True) -> str:

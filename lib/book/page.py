@@ -350,9 +350,10 @@ def glue_key(claim_id: str) -> str:
 
 def status_glue(rows: Sequence[Claim]) -> dict[str, str]:
     """Each claim's computed status and the seeds it held in, for the prose: ``claim_<id>``
-    (e.g. ``partly``) and ``claim_<id>_held`` (e.g. ``3 of 4``)."""
+    (e.g. ``partly``) and ``claim_<id>_held`` (e.g. ``3 of 4``; for a rate, its cases)."""
     out = {}
     for c in rows:
         out[glue_key(c.id)] = c.status
-        out[glue_key(c.id) + "_held"] = f"{sum(c.holds)} of {len(c.holds)}"
+        k, n = c.cases or (sum(c.holds), len(c.holds))  # a rate: its cases, not its one verdict
+        out[glue_key(c.id) + "_held"] = f"{k} of {n}"
     return out

@@ -63,7 +63,7 @@ class Config(ChapterConfig):
         readout row leaves uniform when its total-variation distance from uniform over the
         context reaches delta, and finds the gate when its mean |A_2 - A_1| does.
     climb_min: the threshold fixed before the runs: the learned model climbs in order in a
-        share of at least climb_min of all its (seed, copy) instances.
+        share of at least climb_min of its seeds (a seed climbs when most of its copies do).
     frozen_max: the frozen-QK control fails in every seed: at most this share of its
         copies climbs in any seed.
     first_min: the order is a finding only if it holds in most instances: attention finds

@@ -127,7 +127,8 @@ HEADLINES: tuple[Headline, ...] = (
     Headline(("boundary-moves",), "what sets the order: context order against signal strength",
              "new question (neither paper)"),
     Headline(("sel-learned-climb", "sel-frozen-fails"),
-             "attention that has to learn: learned QK climbs in order, frozen QK never",
+             "attention that has to learn: learned QK climbs in order; frozen QK not "
+             "within the run's steps",
              "new question (neither paper)"),
 )  # fmt: skip
 
