@@ -75,7 +75,9 @@ def test_the_familywise_floor_takes_the_max_over_everything_the_control_scans():
         real = [rng.normal(0, 0.05, (20, 4)) for _ in range(3)]
         top = max(r.max() for r in real)
         hits_fw += top > fw
-        hits_run += any((r.max(0) > floor_of(c, 0.95)).any() for r, c in zip(real, curves))
+        hits_run += any(
+            (r.max(0) > floor_of(c, 0.95)).any() for r, c in zip(real, curves, strict=True)
+        )
     assert hits_fw <= 8 and hits_run >= 60, (hits_fw, hits_run)
     with pytest.raises(ValueError, match="different numbers of permutations"):
         familywise_floor([curves[0], curves[1][..., :10]])

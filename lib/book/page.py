@@ -348,7 +348,7 @@ def glue_key(claim_id: str) -> str:
     return "claim_" + "".join(ch if ch.isalnum() else "_" for ch in claim_id)
 
 
-def status_glue(rows: Sequence[Claim]) -> dict[str, str]:
+def status_glue(rows) -> dict[str, str]:
     """Each claim's computed status and the seeds it held in, for the prose: ``claim_<id>``
     (e.g. ``partly``) and ``claim_<id>_held`` (e.g. ``3 of 4``; for a rate, its cases)."""
     out = {}
