@@ -13,6 +13,7 @@ from ..env import FAILED_ENV
 from . import outputs
 from .notebook import ROOT, BuildError, atomic_write, failed_reason, select_chapters, write_error
 from .pool import Job, Pool, run_pool, worker_env
+from .reference import REFERENCE
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
 
 KNOWN_SECONDS = ROOT / "docs" / "chapter_seconds.json"
@@ -100,7 +101,9 @@ def execute(
                 # the report reads every chapter's claims, and marks those that failed
                 gone = failures(out_dir, root)
                 pool = dataclasses.replace(pool, env=dict(env, **{FAILED_ENV: json.dumps(gone)}))
+                ref = root / REFERENCE.relative_to(ROOT)  # the report compares with it
                 extra = _claims_digest(claims) + json.dumps(gone, sort_keys=True)
+                extra += hashlib.sha256(ref.read_bytes() if ref.is_file() else b"").hexdigest()
             todo = []
             for md in group:
                 stamp = chapter_stamp(md, scale, device, root, env=env_fp + extra)
