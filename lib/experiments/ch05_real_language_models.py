@@ -391,7 +391,7 @@ def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
 
 def stairs(steps, curves: dict, cfg: Config) -> dict:
     """Per instance, the stairs of the targets read off their curves
-    (:func:`lib.measure.lm.curve_stairs`: each residual stair after the one before it)."""
+    (:func:`lib.measure.lm.curve_stairs`: every onset searched from the first step)."""
     return lm.curve_stairs(steps, curves, PREVIOUS, cfg.onset_frac, cfg.end_logs)
 
 
@@ -403,7 +403,7 @@ def paired(curves: dict, target: str, a, b, cfg: Config) -> dict:
 
 def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
     """Per instance of ``rows``: the stair before ``target`` has an onset and ``target``'s
-    stair comes after it."""
+    stair comes after it (both searched from the first step)."""
     a, b = st[PREVIOUS[target]][rows], st[target][rows]
     return np.isfinite(a) & np.isfinite(b) & (b > a)
 

@@ -312,9 +312,10 @@ def curve_stairs(steps, curves: dict, previous: dict, frac: float, end_logs: int
     ``null_hi``); ``previous`` maps each target to the target whose stair comes before it
     (``None`` for the first). The first stair's onset is where its curve reaches ``frac`` of
     its maximum, above its null (:func:`lib.measure.onsets.relative_onset`); every later
-    one's is where its largest climb after the previous stair's onset is ``frac`` done
+    one's is where its largest climb since the first logged step is ``frac`` done
     (:func:`lib.measure.onsets.rise_onset`), with its size ``{n}_rise``, its base ``{n}_base``
-    and its floor ``{n}_floor``. No stair: a climb within the half-width of the target's null
+    and its floor ``{n}_floor``. Every onset is searched from the first step, so the order
+    of two onsets is evidence, not built into the reading. No stair: a climb within the half-width of the target's null
     band, or a peak within one half-width above the band. Every target also has its level
     at the end, ``{n}_end`` (:func:`lib.measure.statistics.curve_level`)."""
     steps = np.asarray(steps, dtype=float)
@@ -330,7 +331,7 @@ def curve_stairs(steps, curves: dict, previous: dict, frac: float, end_logs: int
         hi = float(np.nanmax(c["null_hi"]))
         half_width = (hi - float(np.nanmin(c["null_lo"]))) / 2
         on, rise, base = onsets.rise_onset(
-            steps, c["R"], out[before], frac=frac, min_rise=half_width, floor=hi + half_width
+            steps, c["R"], steps[0], frac=frac, min_rise=half_width, floor=hi + half_width
         )
         out[n], out[f"{n}_rise"], out[f"{n}_base"] = on, rise, base
         out[f"{n}_floor"] = hi + half_width
