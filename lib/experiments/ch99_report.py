@@ -183,8 +183,8 @@ def headline_rows(records, missing_ok: bool = False) -> list[tuple[str, str, str
 
 def headline_glue(records, missing_ok: bool = False) -> dict[str, str]:
     """For the book's first page, per headline ``hl_<first claim id>``: ``_held`` ("5 of
-    5", the seeds or cases in which its claims held) and ``_value`` (the first claim's
-    measured number); with ``missing_ok``, a headline whose chapter failed reads
+    5", the seeds or cases in which its claims held), ``_value`` (the first claim's
+    measured number) and ``_tier`` (its claims' tiers: finding, check or measured); with ``missing_ok``, a headline whose chapter failed reads
     :data:`NOT_RUN`."""
     import re
 
@@ -196,6 +196,8 @@ def headline_glue(records, missing_ok: bool = False) -> dict[str, str]:
         key = "hl_" + re.sub(r"\W+", "_", h.claims[0]).strip("_")
         out[key + "_held"] = share(*_held(found)) if found else NOT_RUN
         out[key + "_value"] = (found[0].summary() or MISSING) if found else NOT_RUN
+        tiers = list(dict.fromkeys(c.tier for c in found)) if found else [NOT_RUN]
+        out[key + "_tier"] = " and ".join(tiers)
     return out
 
 
