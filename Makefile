@@ -108,8 +108,9 @@ ROBUST_PERTURB ?= 1e-6:1
 robust: $(STAMP)
 	$(LOCK) $(MAKE) --no-print-directory _robust
 
+# (with make test's thread settings, which the test cache's stamps hold)
 _robust:
-	$(BIN)/python -m lib.booktools robust $(ROBUST) --cache $(TEST_CACHE) \
+	$(ONE_THREAD) $(BIN)/python -m lib.booktools robust $(ROBUST) --cache $(TEST_CACHE) \
 		--perturb $(ROBUST_PERTURB) --root $(BOOK_ROOT)
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
