@@ -68,3 +68,19 @@ def test_the_book_figure_draws_both_findings_from_kept_curves():
     assert (
         ex.chapter_title("07_rescaling_and_reduced_dynamics") == "7 rescaling and reduced dynamics"
     )
+
+
+def test_a_failed_chapter_reads_as_not_run_and_the_first_page_says_which():
+    recs = [c for c in _records() if c.id != "climb-mlp3"]  # its chapter failed
+    with pytest.raises(claims.ClaimError, match="0 claims with id"):
+        ex.headline_rows(recs)  # make test: a missing chapter fails the report
+    rows = ex.headline_rows(recs, missing_ok=True)
+    assert rows[0][2] == ex.NOT_RUN and rows[1][2] != ex.NOT_RUN
+    glue = ex.headline_glue(recs, missing_ok=True)
+    assert glue["hl_climb_mlp3_held"] == ex.NOT_RUN and glue["hl_climb_mlp3_tier"] == ex.NOT_RUN
+    assert glue["hl_large_init_staircase_tier"] == "finding"
+    line = ex.run_line(["02_context_staircase", "03_x"], {"02_context_staircase": "ClaimError: x"},
+                       "book")  # fmt: skip
+    assert line.startswith("1 of 2 chapters failed to run at BOOK_SCALE=book: 2 context "
+                           "staircase (ClaimError)")  # fmt: skip
+    assert ex.run_line(["a", "b"], {}, "ci") == "All 2 chapters ran to the end at BOOK_SCALE=ci."
