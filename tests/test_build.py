@@ -474,3 +474,21 @@ def test_a_chapters_claims_and_notebook_are_published_together_or_not_at_all(tmp
     assert (claims / "01_a.json").read_text() == "new claims" and nb.read_text() == "new notebook"
     assert not log.exists()  # the old failure log goes with the new outputs
     assert outputs.remove_leftovers(out) == [folder] and not folder.exists()
+
+
+def test_a_failed_notebook_opens_with_its_banner_right_under_the_title():
+    import nbformat
+
+    from lib.book.notebook import FAILED_KEY, mark_failed
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("(sec-x)=\n# 9. Title\n\nIntro.\n\n:::{admonition} box\n:::"),
+                nbformat.v4.new_code_cell("1 / 0")]  # fmt: skip
+    nb.metadata["book_chapter"] = "09"
+    mark_failed(nb, "ClaimError: claim 'x': partly, the chapter says `new result`", "abc")
+    src = nb.cells[0].source
+    assert src.index("# 9. Title") < src.index("This chapter failed") < src.index("Intro.")
+    assert "make chapter CH=09" in src and "'new result'" in src and len(nb.cells) == 2
+    assert (
+        nb.metadata[FAILED_KEY].startswith("ClaimError") and nb.metadata[STAMP_KEY] == "failed:abc"
+    )

@@ -279,6 +279,7 @@ def test_a_failing_chapter_still_yields_every_page_a_banner_and_a_non_zero_exit(
     ).read_text()
     b = (pages / "chapters" / "02_b.html").read_text()
     assert "This chapter failed to execute" in b and "before the claim" in b, b[-2000:]
+    assert b.index("This chapter failed to execute") < b.index("before the claim")  # on top
     assert "claim x: partly, the chapter says new" in b
     # the failed chapter runs again next time (its stamp matches nothing), and passes once fixed
     (toy / "chapters" / "02_b.md").write_text(

@@ -209,15 +209,21 @@ reproduction report marks the chapter as failed. Rerun it with `make chapter CH=
 
 
 def mark_failed(nb, reason: str, stamp: str) -> None:
-    """Mark a partly executed notebook as failed: a banner after its title cell naming the
+    """Mark a partly executed notebook as failed: a banner right under its title naming the
     error, the error in its metadata (:data:`FAILED_KEY`), and a stamp that matches no
     chapter, so that the next build runs it again."""
     import nbformat
 
     number = str(nb.metadata.get("book_chapter", "NN"))
     text = BANNER.format(reason=reason.replace("`", "'"), number=number)
-    at = next((i + 1 for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), 0)
-    nb.cells.insert(at, nbformat.v4.new_markdown_cell(text))
+    for cell in nb.cells:  # right under the title, above everything else
+        lines = cell.source.split("\n") if cell.cell_type == "markdown" else []
+        title = next((i for i, ln in enumerate(lines) if ln.startswith("# ")), None)
+        if title is not None:
+            cell.source = "\n".join([*lines[: title + 1], "", text, "", *lines[title + 1 :]])
+            break
+    else:
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(text))
     nb.metadata[FAILED_KEY] = reason
     nb.metadata[STAMP_KEY] = "failed:" + stamp
 
