@@ -492,3 +492,27 @@ def test_a_failed_notebook_opens_with_its_banner_right_under_the_title():
     assert (
         nb.metadata[FAILED_KEY].startswith("ClaimError") and nb.metadata[STAMP_KEY] == "failed:abc"
     )
+
+
+def test_a_chapter_publishes_its_own_claims_and_never_an_older_copy_of_anothers(tmp_path):
+    """Chapter B's staging folder copied A's claims when B started; A then published new
+    claims (or failed, and its claims were withdrawn); B's publish put the old copy back."""
+    from lib.book import outputs
+
+    out = tmp_path / "executed"
+    claims = out / "claims"
+    claims.mkdir(parents=True)
+    (claims / "01_a.json").write_text("A, old")
+    b = outputs.staging(out, "02_b", claims)  # B starts: a copy of A's old claims
+    (claims / "01_a.json").write_text("A, new")  # A finishes while B runs
+    (b / "claims" / "02_b.json").write_text("B")
+    (b / "02_b.ipynb").write_text("B's notebook")
+    outputs.publish(b, out / "02_b.ipynb", claims, out / "02_b.log")
+    assert (claims / "01_a.json").read_text() == "A, new" and (
+        claims / "02_b.json"
+    ).read_text() == "B"
+    c = outputs.staging(out, "03_c", claims)
+    outputs.publish_failed(outputs.staging(out, "01_a", claims), out / "01_a.ipynb", claims, "01_a")
+    (c / "03_c.ipynb").write_text("C's notebook")
+    outputs.publish(c, out / "03_c.ipynb", claims, out / "03_c.log")
+    assert not (claims / "01_a.json").exists()  # A failed: its claims stay withdrawn

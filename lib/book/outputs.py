@@ -5,7 +5,7 @@ A chapter's run makes three outputs in the executed folder: its notebook, its cl
 Each worker writes into a private staging folder of its own (``.staging-<chapter>-*``,
 beside the outputs, so that publishing is a rename): the notebook, and the claims, which
 start as copies of the published ones (the report page reads every chapter's). Only a
-chapter that ran to the end is published: its new claims and its notebook are renamed
+chapter that ran to the end is published: its own new claims and its notebook are renamed
 into place, and its old failure log is removed. Should a rename fail, those already done
 are undone. A failed or interrupted chapter leaves the published outputs as they were.
 
@@ -68,11 +68,14 @@ def staging(out_dir: Path, stem: str, claims: Path | None) -> Path:
     return folder
 
 
-def _changed_claims(folder: Path, claims: Path) -> list[tuple[Path, Path]]:
-    """The claims files the chapter wrote: new ones, and those that differ from the
-    published file."""
+def _changed_claims(folder: Path, claims: Path, stem: str) -> list[tuple[Path, Path]]:
+    """The claims files the chapter wrote, its own alone (``<stem>.json`` and its kept
+    curves): new ones, and those that differ from the published file. The staging folder
+    also holds copies of the other chapters' claims, taken when it was made; one of those
+    may since have been published anew (or withdrawn), and must not be put back."""
     moves = []
-    for f in sorted((folder / "claims").glob("*.json")):
+    own = (f"{stem}.json", f"{stem}.curves.json")
+    for f in sorted(p for p in (folder / "claims").glob("*.json") if p.name in own):
         dst = claims / f.name
         if not (dst.is_file() and dst.read_bytes() == f.read_bytes()):
             moves.append((f, dst))
@@ -83,7 +86,7 @@ def publish(folder: Path, notebook: Path, claims: Path | None, log: Path) -> Non
     """Publish a chapter that ran to the end: its claims, then its notebook, renamed from
     the staging ``folder`` into place; then its old failure ``log`` goes. All or nothing:
     on a failure the renames done are undone, and an OSError names the path."""
-    moves = _changed_claims(folder, claims) if claims is not None else []
+    moves = _changed_claims(folder, claims, notebook.stem) if claims is not None else []
     moves.append((folder / notebook.name, notebook))
     if claims is not None:
         claims.mkdir(parents=True, exist_ok=True)
