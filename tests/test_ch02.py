@@ -44,3 +44,10 @@ def test_explorer_refuses_a_gamma_that_was_not_run():
 
     with pytest.raises(KeyError, match="not run"):
         ex.explorer(Missing(), [0.3])
+
+
+def test_with_gammas_adds_only_the_rates_a_grid_lacks():
+    grid = (1.0, 0.8, 0.5, 0.3)
+    assert ex.with_gammas(grid, 1.0, 0.3) == grid  # the book's grid: unchanged
+    assert ex.with_gammas(grid, 0.75, 0.3) == (*grid, 0.75)  # a try's gamma: one more arm
+    assert ex.with_gammas((1.0,), 0.75, 0.75, -1) == (1.0, 0.75, -1)

@@ -49,11 +49,11 @@ class Config(ChapterConfig):
         LayerNorm the attention model starts at gamma = 0.3 with losses in the tens, which
         measures a recovery, not a staircase.
     grad_gammas: the rates at which the leading-order gradient is checked against
-        autograd, from small init to large.
+        autograd, from small init to large (gamma and gamma_large are added where missing).
     sweep_gammas: the gamma sweep of the two-stair Emb-MLP (gamma and gamma_large are
         added to it); a finer grid at larger scales.
     three_gammas: the rates of the three-stair run (its large init only where it is
-        affordable).
+        affordable; gamma is added where missing).
     lr: Adam's learning rate, full batch, every run.
     r: the attention model's rate ratio eta_QK / eta_rest: its query-key weights train at
         r times the learning rate of the rest, so the embeddings move before attention
@@ -161,6 +161,15 @@ MLP3 = "Emb-MLP, three stairs"
 SHORT = {MLP2: "mlp2", ATTN: "attn", ATTN_LARGE: "attn_large", MLP3: "mlp3"}
 ORDER_COLOR = {0: COLORS["order0"], 1: COLORS["order1"], 2: COLORS["order2"]}
 PANEL_HEIGHT = 2.9  # inches per row of panels: R_j above, the sign-bit losses below
+
+
+def with_gammas(grid, *gammas) -> tuple:
+    """``grid`` with each of ``gammas`` that it lacks appended, in order: the rates a run
+    trains so that every arm the chapter reads is in it. A grid that holds them all comes
+    back as it is (the book's runs do not change); a try that sets ``gamma`` off the grid
+    gets that rate as one more instance of the same batched run."""
+    grid = tuple(grid)
+    return grid + tuple(rate for rate in dict.fromkeys(gammas) if rate not in grid)
 
 
 def init_words(gamma: float, small: float) -> str:

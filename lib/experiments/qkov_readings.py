@@ -237,12 +237,21 @@ def fit_lines(dG: np.ndarray, dO: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------
 
 
+def code_fig3(alphas) -> dict[str, np.ndarray]:
+    """The official code's final loss at each of ``alphas`` (NaN where it has none)."""
+    at = dict(zip(official.FIG3_ALPHAS, range(len(official.FIG3_ALPHAS)), strict=True))
+    return {
+        ov: np.array([v[at[a]] if a in at else np.nan for a in alphas], dtype=float)
+        for ov, v in official.FIG3_FINAL_LOSS.items()
+    }
+
+
 def fig3_table(alphas, final_loss: dict[str, np.ndarray]):
     """Our final held-out loss per alpha beside the official code's, and the ratio
     collapsed/factorized of both (a pandas DataFrame)."""
     import pandas as pd
 
-    code = {ov: np.array(v) for ov, v in official.FIG3_FINAL_LOSS.items()}
+    code = code_fig3(alphas)
     return pd.DataFrame(
         {
             "alpha": list(alphas),
