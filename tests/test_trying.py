@@ -60,3 +60,109 @@ def test_a_try_run_records_what_no_longer_holds_instead_of_failing(monkeypatch, 
         claims.Ledger("02_x").section("s", label="recon", tier="check").check(
             "c", "c", holds=[True, False]
         )
+
+
+def test_every_chapters_config_is_in_range_at_every_scale_and_each_rule_bites():
+    import dataclasses
+
+    from lib.experiments import ch02_context_staircase, modules
+    from lib.experiments.ranges import rule_for
+
+    for stem, module in modules().items():
+        for scale in ("ci", "book", "paper"):
+            cfg = config(module, scale)  # raises on a value out of its range
+            for f in dataclasses.fields(cfg):  # every numeric setting has a rule
+                value = getattr(cfg, f.name)
+                numeric = isinstance(value, int | float) and not isinstance(value, bool)
+                assert not numeric or rule_for(f.name), f"{stem}: no range rule for {f.name}"
+    cfg = config(ch02_context_staircase, "ci")
+    for bad, says in [
+        ({"gamma": -1}, "gamma must be > 0, got -1"),
+        ({"gamma": float("inf")}, "gamma must be finite"),
+        ({"seeds": (0, 0)}, "distinct seeds"),
+        ({"seeds": ()}, "seeds must not be empty"),
+        ({"two_steps": 0}, "two_steps must be >= 1, got 0"),
+        ({"null_q": 1.0}, "null_q must be in (0, 1), got 1.0"),
+        ({"sweep_gammas": (0.3, -1.0)}, "each of sweep_gammas must be > 0"),
+        ({"d_model": 0}, "d_model must be >= 1"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            apply_settings(cfg, bad)
+        line = str(err.value)
+        assert line.startswith("chapter 02_context_staircase at scale 'ci': "), line
+        assert says in line and "\n" not in line, line
+
+
+def test_a_config_may_name_its_own_ranges():
+    import dataclasses
+    from typing import ClassVar
+
+    from lib.experiments import ChapterConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class Config(ChapterConfig):
+        RANGES: ClassVar[dict[str, str]] = {"gamma": "in grid", "level": "in (0, 2]"}
+        grid: tuple[float, ...] = (0.5, 1.0)
+        gamma: float = 1.0
+        level: float = 2.0
+
+    assert Config(level=1.5).level == 1.5
+    with pytest.raises(ConfigError, match=r"gamma must be one of grid \(0.5, 1.0\), got 0.75"):
+        Config(gamma=0.75)
+    with pytest.raises(ConfigError, match=r"level must be in \(0, 2\], got 3"):
+        Config(level=3)
+
+
+def test_a_key_given_twice_is_refused():
+    with pytest.raises(ConfigError, match="SET names seeds twice: give each setting once"):
+        parse_settings("seeds=(0,) seeds=(1,)")
+
+
+def test_a_try_names_exactly_one_chapter_that_has_settings():
+    from lib.book.notebook import ROOT, BuildError
+
+    with pytest.raises(ConfigError, match="make try runs one chapter, and CH='1 2' names 2: 01_"):
+        trying.chapter_to_try("1 2", ROOT)
+    with pytest.raises(BuildError, match="no chapter '13'.* the chapters are 01_signatures, "):
+        trying.chapter_to_try("13", ROOT)
+    with pytest.raises(ConfigError, match="99_report has no settings to try; try one of: 01_"):
+        trying.prepare("99", "x=1", "ci", ROOT)
+
+
+def test_a_try_says_its_estimate_and_refuses_one_above_an_hour(monkeypatch):
+    from lib.book.notebook import ROOT
+
+    monkeypatch.delenv(trying.LONG_ENV, raising=False)
+    with pytest.raises(ConfigError, match="^chapter 02_context_staircase at scale 'ci': gamma "):
+        trying.prepare("02", "gamma=-1", "ci", ROOT)  # before anything runs
+    *_, seconds, why = trying.prepare("02", "two_steps=1200 seeds=(0,)", "ci", ROOT)
+    book = trying.estimate("02_context_staircase", "ci", [], ROOT)[0]
+    assert seconds == pytest.approx(book * 2 / 3)  # twice the steps, a third of the seeds
+    assert "x 2 for two_steps" in why and "x 0.333 for seeds" in why
+    with pytest.raises(ConfigError) as err:
+        trying.prepare("02", "two_steps=1000000000", "ci", ROOT)
+    assert "this try would take about 47,222.2 hours" in str(err.value)
+    assert "set BOOK_TRY_LONG=1 to start it anyway" in str(err.value)
+    monkeypatch.setenv(trying.LONG_ENV, "1")
+    assert trying.prepare("02", "two_steps=1000000000", "ci", ROOT)[4] > 3600
+    monkeypatch.setenv(trying.LONG_ENV, "yes")
+    with pytest.raises(ConfigError, match="BOOK_TRY_LONG='yes': set BOOK_TRY_LONG=1"):
+        trying.prepare("02", "two_steps=10", "ci", ROOT)
+
+
+def test_the_rerun_command_quotes_the_settings(monkeypatch):
+    monkeypatch.setenv("BOOK_SCALE", "ci")
+    got = trying.rerun_command("02_context_staircase", "seeds=(0, 1) name='a'")
+    assert got == "BOOK_SCALE=ci make try CH=02 SET='seeds=(0, 1) name='\"'\"'a'\"'\"''"
+
+
+def test_the_estimate_at_paper_is_make_paper_smokes_and_none_in_the_smoke_mode(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("BOOK_SMOKE", raising=False)
+    (tmp_path / trying.SMOKE_SUMMARY).parent.mkdir(parents=True)
+    (tmp_path / trying.SMOKE_SUMMARY).write_text('[{"chapter": "02_b", "estimate_s": 7200}]')
+    seconds, why = trying.estimate("02_b", "paper", [("seeds", (0, 1), (0,))], tmp_path)
+    assert seconds == 14400 and "make paper-smoke's estimate" in why
+    monkeypatch.setenv("BOOK_SMOKE", "1")
+    assert trying.estimate("02_b", "paper", [], tmp_path)[0] is None

@@ -19,6 +19,7 @@ A chapter starts with::
     cfg, device = announce(ex, cpu_threads=1)
 
 Beside the chapters' modules: ``settings`` (a reader's own settings for ``make try``),
+``ranges`` (the range of every setting, by its name),
 ``expansion`` (the configuration the two expansion chapters share), ``staircase_runs``
 (the staircase's batched training runs, which four chapters share), and the QK/OV
 chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
@@ -28,7 +29,8 @@ This is the layer that starts training runs: the chapters, their modules here an
 shared runs call :func:`lib.training.engine.train`; the layers below define the models,
 the losses, what a run logs and how it is read, and never start a run themselves.
 
-Configs validate themselves: a field given a value of the wrong type, or an override
+Configs validate themselves: a field given a value of the wrong type or out of its range
+(``gamma must be > 0, got -1``), or an override
 with an unknown key or one equal to the book default, is refused with one line that
 names the key, the chapter and the scale.
 """
@@ -43,11 +45,10 @@ import platform
 import types
 import typing
 from types import ModuleType
-from typing import Any, Literal, Union
-
-import torch
+from typing import Any, ClassVar, Literal, Union
 
 from ..env import SCALES, ConfigError, check_scale, get_device, get_scale, perturbation
+from .ranges import check_ranges
 from .settings import apply_settings, differences, settings_from_env
 
 __all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
@@ -88,9 +89,11 @@ class ChapterConfig:
     """Base class of every chapter's ``Config``: the scale it is for, and type checks.
 
     Subclasses are frozen dataclasses; lists are written as tuples, so a config is
-    immutable and hashable.
+    immutable and hashable. Every value must also lie in its range (:mod:`.ranges`: a rule
+    by the field's name, or the Config's own in ``RANGES``, ``{field: rule}``).
     """
 
+    RANGES: ClassVar[dict[str, str]] = {}
     scale: str = "book"
 
     def __post_init__(self) -> None:
@@ -106,6 +109,9 @@ class ChapterConfig:
                     f"{where}: {f.name}={value!r} is a {type(value).__name__}, "
                     f"but {f.name} must be {hint.replace('typing.', '')}"
                 )
+        found = check_ranges(self, self.RANGES)
+        if found:
+            raise ConfigError(f"{where}: {found}")
 
     @classmethod
     def chapter(cls) -> str:
@@ -160,6 +166,12 @@ def modules() -> dict[str, ModuleType]:
 
 def module_for(chapter: str) -> ModuleType:
     """The experiment module of ``chapter`` (a chapter file's stem)."""
+    try:  # its own file, ``ch<stem>.py``, without importing every other chapter's
+        module = importlib.import_module(f"{__name__}.ch{chapter}")
+        if getattr(module, "CHAPTER", None) == chapter:
+            return module
+    except ImportError:
+        pass
     found = modules()
     if chapter not in found:
         raise ConfigError(
@@ -181,6 +193,8 @@ def announce(module: ModuleType, cpu_threads: int | None = None):
     (``torch.set_num_threads``; tiny models run faster on one thread of a shared machine; on
     a GPU the cap would only starve the host side).
     """
+    import torch
+
     cfg = config(module)
     dev = get_device()
     check_scale(cfg.scale, dev)  # paper scale on a CPU: refused unless asked for

@@ -31,7 +31,7 @@ def parse_settings(text: str) -> dict:
     """``"gammas=(0.5, 1.0) seeds=(0, 1)"`` -> ``{"gammas": (0.5, 1.0), "seeds": (0, 1)}``.
 
     Each value is a Python literal (a number, a string in quotes, a tuple or list, a dict);
-    lists become tuples. Raises :class:`ConfigError` with one line for anything else."""
+    lists become tuples. A key given twice is refused. Raises :class:`ConfigError` with one line for anything else."""
     text = (text or "").strip()
     if not text:
         raise ConfigError('SET is empty: name at least one setting, e.g. SET="seeds=(0, 1)"')
@@ -42,6 +42,8 @@ def parse_settings(text: str) -> dict:
     for i, m in enumerate(keys):
         end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
         raw = text[m.end() : end].strip()
+        if m.group(1) in out:
+            raise ConfigError(f"SET names {m.group(1)} twice: give each setting once")
         try:
             out[m.group(1)] = _tuples(ast.literal_eval(raw))
         except (ValueError, SyntaxError):
