@@ -17,6 +17,11 @@
 # two runs in one checkout take turns, and the one that waits says for whom.
 # CH names chapters exactly, by number or file stem (CH=2, CH=02, CH="1 3"; lib/book/notebook.py).
 SHELL := /bin/bash
+# CH and SET reach the commands as written, through the environment: make expands nothing
+# in them (a $ stays a $), and the recipes read them as "$$CH" and "$$SET".
+override CH := $(value CH)
+override SET := $(value SET)
+export CH SET
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
@@ -28,7 +33,9 @@ EXECUTED := build/executed
 STAGED := build/book
 BOOK_ROOT := $(CURDIR)
 LOCKFILE := .book.lock
-LOCK := $(BIN)/python lib/book/lock.py $(LOCKFILE)
+# The shell that runs the lock waits for it when it gets SIGTERM or SIGHUP (the trap), so that
+# make returns only after the build has stopped (lib/book/lock.py).
+LOCK := trap : TERM HUP; $(BIN)/python lib/book/lock.py $(LOCKFILE)
 TIMES := build/test-times
 TEST_CACHE := build/test-cache
 # Chapters run side by side under nbmake, one worker per core (at most one per chapter),
@@ -75,27 +82,30 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 venv: $(STAMP)
 
 book: $(STAMP)
+	@$(BIN)/python -m lib.booktools check --root $(BOOK_ROOT)
 	@t0=$$(date +%s%N); $(LOCK) $(MAKE) --no-print-directory _book; \
 		mkdir -p build && echo "$$(( ($$(date +%s%N) - t0) / 1000000000 )) $${BOOK_SCALE:-book}" \
 		> build/book-seconds.txt
 
+# CH, BOOK_SCALE and BOOK_DEVICE are checked before the lock: a bad one never waits for it.
 chapter: $(STAMP)
-	@test -n "$(CH)" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
-	$(LOCK) $(MAKE) --no-print-directory _book ONLY="--only='$(CH)'" PARTIAL=--partial
+	@test -n "$${CH:-}" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
+	@$(BIN)/python -m lib.booktools check --only="$$CH" --root $(BOOK_ROOT)
+	$(LOCK) $(MAKE) --no-print-directory _book ONLY=1 PARTIAL=--partial
 
 # One chapter with your own settings, into build/try/<chapter>-<hash>/ (its notebook, claims and
 # page), never touching the book's outputs: make try CH=02 SET="seeds=(0, 1) lr=0.003".
-# SET reaches the command through the environment, so its quotes stay its own.
-try: export SET := $(SET)
+# It takes no lock, and checks everything before it starts (lib/book/trying.py).
 try: $(STAMP)
-	@test -n "$(CH)" -a -n "$$SET" || { echo 'error: name a chapter and settings, e.g. make try CH=02 SET="seeds=(0, 1)"'; exit 2; }
-	$(BIN)/python -m lib.booktools try --only='$(CH)' --set="$$SET" --root $(BOOK_ROOT)
+	@test -n "$${CH:-}" -a -n "$${SET:-}" || { echo 'error: name a chapter and settings, e.g. make try CH=02 SET="seeds=(0, 1)"'; exit 2; }
+	@$(BIN)/python -m lib.booktools try --only="$$CH" --set="$$SET" --root $(BOOK_ROOT)
 
 # BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
+# ONLY=1 (make chapter): only the chapters that CH names.
 # A chapter that fails does not stop the book: every page is staged and built (the failed
 # one under a banner, the report marking it), and the last step lists the failures and exits 2.
 _book:
-	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(ONLY) --keep-going
+	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(if $(ONLY),--only="$$CH") --keep-going
 	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
 		--doctrees $(BOOK_ROOT)/_build/.doctrees
 	$(BIN)/jupyter-book build $(STAGED) --path-output $(BOOK_ROOT) -n --keep-going
@@ -156,7 +166,7 @@ UNIT_TESTS := $(BIN)/python -m pytest tests -q --ignore=tests/pages -p no:cachep
 	-n $(WORKERS) --durations=10 --junitxml=$(TIMES)/unit.xml
 
 _unit:
-	$(UNIT_TESTS) --ignore=tests/test_faults.py
+	$(UNIT_TESTS) $(addprefix --ignore=,$(wildcard tests/test_faults*.py))
 
 # make test runs the unit and the fault tests in one session: its workers share them, and
 # neither waits for the other's longest test.
@@ -169,7 +179,7 @@ faults: $(STAMP)
 	$(MAKE) --no-print-directory _faults
 
 _faults:
-	$(BIN)/python -m pytest tests/test_faults.py -q -p no:cacheprovider -n $(WORKERS) \
+	$(BIN)/python -m pytest tests/test_faults*.py -q -p no:cacheprovider -n $(WORKERS) \
 		--durations=0 --junitxml=$(TIMES)/faults.xml
 
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
@@ -213,7 +223,7 @@ bench: $(STAMP)
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
 # asserted. Prints peak memory, time per step and the estimated paper time per chapter.
 paper-smoke: $(STAMP)
-	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only='$(CH)')
+	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only="$$CH")
 
 clean:
 	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock

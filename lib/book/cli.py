@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -12,8 +13,7 @@ from .notebook import ROOT, BuildError, atomic_write, convert, select_chapters, 
 from .stage import stage
 from .testcache import restore, store
 from .timing import timing_table
-
-SMOKE_SUMMARY = Path("build") / "paper-smoke" / "summary.json"  # make paper-smoke's
+from .trying import SMOKE_SUMMARY
 
 
 def paper_estimate(stems: list[str], root: Path = ROOT) -> str | None:
@@ -28,8 +28,46 @@ def paper_estimate(stems: list[str], root: Path = ROOT) -> str | None:
     return f"about {hours:,.1f} hours for {', '.join(stems)} ({SMOKE_SUMMARY})"
 
 
+def interrupt_on_stop() -> None:
+    """SIGTERM and SIGHUP interrupt as Ctrl-C does (KeyboardInterrupt: the workers are
+    stopped, and the same message is printed); only the first of the three does, so that
+    a second one does not cut the stopping short. A signal ignored from the start stays so."""
+    stopping = []
+
+    def stop(signum, frame):
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
+
+
+def check_inputs(only: str | None, root: Path = ROOT) -> None:
+    """What a build is asked for, checked before it waits on the lock: the chapters ``only``
+    names, ``BOOK_SCALE`` and ``BOOK_DEVICE`` (torch is loaded only where the device or a
+    paper scale needs it)."""
+    import os
+
+    from ..env import ConfigError, check_scale, get_device, get_scale
+
+    if only is not None and not only.replace(",", " ").split():
+        raise ConfigError(f"CH={only!r} names no chapter: name one, e.g. CH=07")
+    stems = [md.stem for md in select_chapters(only, root)] if only else []
+    raw_scale = os.environ.get("BOOK_SCALE", "").strip()
+    scale = get_scale() if raw_scale else None  # None: chosen with the device, never refused
+    device = os.environ.get("BOOK_DEVICE", "").strip()
+    if (device == "" and scale != "paper") or (device == "cpu" and scale in ("ci", "book")):
+        return
+    check_scale(get_scale(), get_device(), estimate=paper_estimate(stems, root) if stems else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..env import ConfigError, check_scale, get_device, get_scale
+
+    if argv is None:  # run as a program (not called by a test): it owns its signals
+        interrupt_on_stop()
 
     ap = argparse.ArgumentParser(
         prog="python -m lib.booktools", description=sys.modules[__package__].__doc__.split("\n")[0]
@@ -81,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     tc.add_argument("--fresh", action="store_true", help="restore nothing: run every chapter")
     tm = sub.add_parser("timings", help="write docs/timings.md from the last test and book runs")
     tm.add_argument("out", type=Path)
+    ck = sub.add_parser("check", help="check CH, BOOK_SCALE and BOOK_DEVICE before the lock")
+    ck.add_argument("--only", default=None, help="the chapters, as for execute")
+    ck.add_argument("--root", type=Path, default=ROOT, help="the book's folder")
     tr = sub.add_parser("try", help="run one chapter with your own settings, into build/try/")
     tr.add_argument("--only", required=True, help="the chapter: its number or stem")
     tr.add_argument("--set", dest="settings", required=True, help='e.g. "seeds=(0, 1) lr=0.003"')
@@ -147,9 +188,14 @@ def main(argv: list[str] | None = None) -> int:
 
             atomic_write(args.out, timings_markdown(ROOT))
             print(f"wrote {args.out}")
+        elif args.cmd == "check":
+            check_inputs(args.only, args.root)
         elif args.cmd == "try":
-            from .trying import run_try
+            from ..experiments.settings import parse_settings
+            from .trying import chapter_to_try, run_try
 
+            chapter_to_try(args.only, args.root)  # the cheap checks first: no torch yet
+            parse_settings(args.settings)
             scale, device = get_scale(), get_device()
             check_scale(scale, device)
             run_try(args.only, args.settings, scale, str(device), args.root)

@@ -9,6 +9,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from ..data.corpus_files import corpus_problems
 from ..env import FAILED_ENV
 from . import outputs
 from .notebook import ROOT, BuildError, atomic_write, failed_reason, select_chapters, write_error
@@ -62,20 +63,24 @@ def execute(
     workers: int | None = None,
     threads: int | None = 1,
     log=print,
+    expected: dict[str, float] | None = None,
 ) -> dict[str, str]:
     """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
 
     ``only``: the chapters to consider, by stem or number (``"07"``, ``"7"``; exactly,
     :func:`lib.book.notebook.select_chapters`); the others are left as they are.
     ``workers``: chapters at a time (default: one per core); ``threads``: torch threads
-    per worker (``None``: torch's default, every core). Chapters record their
+    per worker (``None``: torch's default, every core). ``expected``: the seconds some
+    chapters are expected to take, by stem, in place of the last run's (a long chapter
+    says every minute how long it has run, of about how long). Chapters record their
     claims in ``out_dir/claims``; a report page (stem ``99_...``) runs after the others,
     and its stamp includes those claims. A chapter that fails stops neither the others nor
     the report, which marks it (:data:`FAILED_ENV`); its page shows the cells that ran
     under a banner. Raises :class:`BuildError` naming every chapter whose execution failed,
     once all have run. A chapter's notebook, claims and failure log are published
-    together or not at all (:mod:`lib.book.outputs`); a folder that cannot be written is
-    named before any chapter runs.
+    together or not at all (:mod:`lib.book.outputs`); a folder that cannot be written, and
+    a corpus file of a chapter to run that is not the pinned one
+    (:func:`lib.data.corpus_files.corpus_problems`), are named before any chapter runs.
     """
     from filelock import FileLock
 
@@ -111,8 +116,13 @@ def execute(
                 if notebook_stamp(out) == stamp:
                     status[md.stem] = "up to date"
                 else:
-                    todo.append(Job(md, out, stamp))
-            todo.sort(key=lambda j: -durations.get(j.md.stem, 0.0))  # longest first
+                    about = {**durations, **(expected or {})}.get(md.stem, 0.0)
+                    todo.append(Job(md, out, stamp, expected=about))
+            todo.sort(key=lambda j: -j.expected)  # longest first
+            # every corpus the chapters to run read is checked before the first one starts
+            broken = corpus_problems([j.md.stem for j in todo], root / "lib" / "experiments")
+            if broken:
+                raise BuildError("\n".join(broken))
             done = run_pool(todo, pool, what=f"at BOOK_SCALE={scale} on {device}")
             durations.update(done.seconds)
             status.update(dict.fromkeys(done.seconds, "executed"))

@@ -134,11 +134,20 @@ _CAUSES = {
 
 
 def write_error(err: OSError, path: Path | str | None = None) -> str:
-    """One line for a write that failed: the path, and the cause in words."""
-    where = path if path is not None else (err.filename or "a file")
-    cause = _CAUSES.get(err.errno, err.strerror or type(err).__name__)
-    detail = f" ({err.strerror})" if err.strerror and cause != err.strerror else ""
-    return f"cannot write {where}: {cause}{detail}"
+    """One line for a write that failed: the path, and the cause in words.
+
+    A copy's error names its target (``filename2``), not its source; a ``shutil.Error``
+    (``copytree``: a list of ``(source, target, message)``) is read for its first failure."""
+    code, strerror = err.errno, err.strerror
+    where = path if path is not None else (err.filename2 or err.filename)
+    failures = err.args[0] if err.args and isinstance(err.args[0], list) else []
+    if failures and len(failures[0]) == 3:  # shutil.Error: the messages of its copies
+        where, message = where or failures[0][1], str(failures[0][2])
+        code = next((c for c in _CAUSES if os.strerror(c) in message), None)
+        strerror = os.strerror(code) if code is not None else message
+    cause = _CAUSES.get(code, strerror or str(err) or type(err).__name__)
+    detail = f" ({strerror})" if strerror and cause != strerror else ""
+    return f"cannot write {where or 'a file'}: {cause}{detail}"
 
 
 def kernels_over_ipc() -> None:
@@ -243,12 +252,17 @@ WRITE_FAILED = 3  # a worker's exit status when its chapter ran but could not be
 
 
 def run_child(md: str, out: str, stamp: str, root: str, published: str | None = None) -> int:
-    """One worker: execute one chapter; SIGTERM shuts the kernel down before exiting."""
+    """One worker: execute one chapter; SIGTERM or SIGHUP shuts the kernel down before
+    exiting (the first one: a second would cut the shutdown short)."""
+    stopping = []
 
     def stop(signum, frame):
-        raise KeyboardInterrupt
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     try:
         execute_one(Path(md), Path(out), stamp, Path(root), published and Path(published))
     except KeyboardInterrupt:

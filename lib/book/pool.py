@@ -2,11 +2,13 @@
 
 Each chapter runs in its own process and session (:func:`lib.book.notebook.run_child`, its
 kernel a child of that), ``workers`` at a time, writing into a staging folder of its own;
-a chapter that ran to the end is published from there (:mod:`lib.book.outputs`). Ctrl-C
-in the parent sends SIGTERM to every running worker's session; a worker turns SIGTERM
-into KeyboardInterrupt, which shuts its kernel down before it exits, so no kernel
-outlives the interrupt, and the parent returns only once every worker has ended. An
-interrupted chapter is reported as such, not as a failure, and leaves no failure log.
+a chapter that ran to the end is published from there (:mod:`lib.book.outputs`). A chapter
+that runs long says so every minute, with the time it is expected to take. Ctrl-C (or
+SIGTERM, SIGHUP: :func:`lib.book.cli.interrupt_on_stop`) in the parent sends SIGTERM to
+every running worker's session; a worker turns SIGTERM into KeyboardInterrupt, which
+shuts its kernel down before it exits, so no kernel outlives the interrupt, and the
+parent returns only once every worker has ended. An interrupted chapter is reported as
+such, not as a failure, and leaves no failure log.
 """
 
 from __future__ import annotations
@@ -52,18 +54,21 @@ def worker_env(root: Path, scale: str, device: str, threads: int | None = 1) -> 
 
 @dataclass(frozen=True)
 class Job:
-    """One chapter to execute: its source, the notebook to write, and the stamp it carries."""
+    """One chapter to execute: its source, the notebook to write, the stamp it carries, and
+    the seconds it is expected to take (0: unknown)."""
 
     md: Path
     out: Path
     stamp: str
+    expected: float = 0.0
 
 
 @dataclass(frozen=True)
 class Pool:
     """How to run jobs: the worker environment, the book's folder (the kernels' cwd), the
     folder for failure logs and staging, how many workers at a time (default: one per
-    core), and the published claims folder (a worker's ``BOOK_CLAIMS_DIR`` is its own copy)."""
+    core), the published claims folder (a worker's ``BOOK_CLAIMS_DIR`` is its own copy),
+    and the seconds between two "still running" lines of a chapter."""
 
     env: dict[str, str]
     root: Path
@@ -71,6 +76,7 @@ class Pool:
     workers: int | None = None
     log: Callable[[str], object] = print
     claims: Path | None = None
+    progress: float | None = None  # None: every PROGRESS seconds
 
 
 @dataclass
@@ -125,7 +131,7 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 )  # fmt: skip
                 procs[stem] = p
-            text, _ = p.communicate()
+            text = _communicate(p, pool, stem, job.expected, t0)
             dt = time.perf_counter() - t0
             if interrupted.is_set() or p.returncode in (130, -signal.SIGTERM, -signal.SIGINT):
                 pool.log(f"  interrupted {stem} after {dt:.0f} s")
@@ -161,14 +167,14 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
     try:
         list(executor.map(run, jobs))
     except KeyboardInterrupt:
-        with starting:
-            interrupted.set()
-            for p in procs.values():
-                if p.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGTERM)
         while True:  # a second Ctrl-C does not leave a worker behind
             try:
+                with starting:
+                    interrupted.set()
+                    for p in procs.values():
+                        if p.poll() is None:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.killpg(p.pid, signal.SIGTERM)
                 executor.shutdown(wait=True, cancel_futures=True)
                 break
             except KeyboardInterrupt:
@@ -176,6 +182,29 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
         raise
     executor.shutdown()
     return result
+
+
+PROGRESS = 60.0  # seconds between two "still running" lines of a chapter, by default
+
+
+def span(seconds: float) -> str:
+    """A duration in words: ``45 s``, ``2 min``."""
+    return f"{seconds:.0f} s" if seconds < 60 else f"{round(seconds / 60)} min"
+
+
+def _communicate(p: subprocess.Popen, pool: Pool, stem: str, expected: float, t0: float) -> str:
+    """The worker's output once it has ended; meanwhile, every ``pool.progress`` seconds, a
+    line saying how long the chapter has run, of about how long."""
+    every = pool.progress or PROGRESS
+    n = 1
+    while True:
+        wait = t0 + n * every - time.perf_counter()
+        try:
+            return p.communicate(timeout=max(wait, 0.0))[0]
+        except subprocess.TimeoutExpired:
+            about = f" of about {span(expected)}" if expected > 0 else ""
+            pool.log(f"  still running {stem}: {span(time.perf_counter() - t0)}{about}")
+            n = int((time.perf_counter() - t0) // every) + 1
 
 
 # A worker: lib/book/notebook.py loaded as a lone module (not as part of its package), then
