@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from toybook import HEADER, PROJECT, cli, make_toy
+from toybook import HEADER, PROJECT, alive, cli, make_toy
 
 from lib.book import testcache
 from lib.book.execute import execute
@@ -146,14 +146,6 @@ def _wait_for(paths, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(toy):
     mark = toy / "b_is_running"
     p = cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy), "--workers", "1",
@@ -169,7 +161,7 @@ def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(t
     left = [f.name for f in (toy / "build" / "executed").glob(".*") if f.name != ".lock"]
     assert not left, left  # no temporary file or staging folder
     time.sleep(0.5)
-    assert not _alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
+    assert not alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
     assert _executed(toy) == ["02_b"]
 
 
@@ -242,7 +234,7 @@ def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path, workers):
     assert not (tmp_path / f"{names[-1]}.pid").exists(), out  # the last one never started
     assert not any(f"done {n}" in out for n in names), out  # no chapter ran to its end
     time.sleep(0.5)
-    alive = [f.name for f in started if _alive(int(f.read_text()))]
+    alive = [f.name for f in started if alive(int(f.read_text()))]
     assert not alive, f"kernels of {alive} outlived the interrupt"
 
 
@@ -426,7 +418,7 @@ def test_on_ctrl_c_the_lock_returns_only_after_its_command_has_ended(tmp_path):
     child = int(p.stdout.readline())
     os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     p.wait(timeout=30)
-    assert not _alive(child), "the lock returned while its command was still running"
+    assert not alive(child), "the lock returned while its command was still running"
     assert p.stdout.read() == "stopped\n" and p.returncode == 130
 
 

@@ -9,7 +9,6 @@ namespace of their own (``unshare``); where the system allows none, they are ski
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -20,18 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
-from toybook import HEADER, PROJECT, make, make_toy
+from toybook import HEADER, PROJECT, alive, make, make_toy, toy_module
 
 from lib.book.execute import execute
 from lib.book.notebook import BuildError
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _wait_for(path: Path, timeout: float = 120) -> None:
@@ -52,7 +43,7 @@ def test_ctrl_c_in_make_returns_after_every_worker_and_kernel_has_stopped(tmp_pa
     kernel = int(mark.read_text())
     os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
     p.wait(timeout=60)
-    assert not _alive(kernel), "make returned while chapter B's kernel was still running"
+    assert not alive(kernel), "make returned while chapter B's kernel was still running"
     out = p.stdout.read()  # everything was said before make returned
     assert p.returncode != 0 and "interrupted 02_b after" in out and "FAILED" not in out, out
     executed = toy / "build" / "executed"
@@ -232,23 +223,14 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
     """``make try`` writes into build/try/<chapter>-<hash> alone: the book's executed
     notebooks, their stamps and claims are byte for byte what they were, and the book's
     own build afterwards finds the chapter up to date."""
-    import types
-
     from lib.book import trying
-    from lib.experiments import ChapterConfig
 
     toy = make_toy(tmp_path / "toy")
     executed = toy / "build" / "executed"
     execute(executed, "ci", "cpu", toy, log=lambda *_: None)
     before = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
 
-    @dataclasses.dataclass(frozen=True)
-    class Config(ChapterConfig):
-        value: int = 1
-
-    module = types.ModuleType("toy_ch01_a")
-    module.CHAPTER, module.Config, module.OVERRIDES = "01_a", Config, {}
-    monkeypatch.setattr("lib.experiments.module_for", lambda stem: module)
+    toy_module(monkeypatch, value=1)
     out = trying.run_try("1", "value=2", "ci", "cpu", toy, log=lambda *_: None, page=False)
     assert out.is_file() and out.parent.parent == toy / trying.TRY_DIR
     after = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}

@@ -11,7 +11,7 @@ import fcntl
 import os
 
 import pytest
-from toybook import make, make_toy
+from toybook import make, make_toy, toy_module
 
 from lib.book import trying
 from lib.book.notebook import BuildError
@@ -74,23 +74,12 @@ def test_bad_inputs_are_refused_before_the_lock(tmp_path, args, env, says):
 
 def test_a_failed_try_says_how_to_run_the_try_again(tmp_path, monkeypatch):
     """It said to run ``make chapter``, which runs the book's settings, not the try's."""
-    import dataclasses
-    import types
-
-    from lib.experiments import ChapterConfig
-
     toy = make_toy(tmp_path / "toy")
     (toy / "chapters" / "01_a.md").write_text(
         (toy / "chapters" / "01_a.md").read_text() + '\n```{code-cell} ipython3\nraise ValueError("boom")\n```\n'
     )  # fmt: skip
 
-    @dataclasses.dataclass(frozen=True)
-    class Config(ChapterConfig):
-        steps: int = 10
-
-    module = types.ModuleType("toy_ch01_a")
-    module.CHAPTER, module.Config, module.OVERRIDES = "01_a", Config, {}
-    monkeypatch.setattr("lib.experiments.module_for", lambda stem: module)
+    toy_module(monkeypatch, steps=10)
     monkeypatch.setattr("lib.book.execute.known_seconds", lambda scale: {"01_a": 30})
     monkeypatch.setenv("BOOK_SCALE", "ci")
     lines: list[str] = []

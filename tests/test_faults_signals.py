@@ -21,21 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-from toybook import PROJECT, make, make_toy
+from toybook import PROJECT, alive, make, make_toy
 
 from lib.book import pool
 from lib.book.execute import execute
 
 MESSAGE = "interrupted: nothing half-written was kept; run the same command again"
 CASES = [(s, to) for s in ("SIGTERM", "SIGHUP", "SIGINT") for to in ("group", "make")]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _processes(word: str, also: str = "") -> list[int]:
@@ -124,7 +116,7 @@ def test_each_signal_to_make_or_its_group_reaches_the_locked_command_before_make
     for (signame, to), (case, mark, p) in builds.items():
         p.wait(timeout=30)
         said = f"{signame} to the {to}"
-        assert not _alive(int(mark.read_text())), f"the command outlived make; {said}"
+        assert not alive(int(mark.read_text())), f"the command outlived make; {said}"
         assert _lock_is_free(case, ".lock"), f"make returned with the lock held; {said}"
         stopped = Path(f"{mark}.stopped")
         assert stopped.exists() and stopped.read_text() == signame, said
@@ -146,7 +138,7 @@ def test_a_signal_to_make_or_its_group_stops_every_worker_and_kernel_first(tmp_p
     for (signame, to), (toy, mark, p) in builds.items():
         p.wait(timeout=60)  # then, before its output's end (what lingers would hold it):
         said = f"{signame} to the {to}"
-        assert not _alive(int(mark.read_text())), f"a kernel outlived make; {said}"
+        assert not alive(int(mark.read_text())), f"a kernel outlived make; {said}"
         assert not _processes(str(toy / "chapters")), f"a worker outlived make; {said}"
         assert _lock_is_free(toy), f"make returned with the lock held; {said}"
         out = p.stdout.read()

@@ -82,3 +82,29 @@ def make(toy: Path, *args: str, env=None) -> subprocess.Popen:
     cmd = ["make", "--no-print-directory", "-C", str(PROJECT), *folders, *args]
     return subprocess.Popen(cmd, env=full, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def toy_module(monkeypatch, **fields):
+    """Make the toy's chapter 01_a a chapter with settings: an experiment module whose
+    ``Config`` has ``fields`` (name=default), found by :func:`lib.experiments.module_for`."""
+    import dataclasses
+    import types
+
+    from lib.experiments import ChapterConfig
+
+    config = dataclasses.make_dataclass(
+        "Config", [(k, type(v), v) for k, v in fields.items()], bases=(ChapterConfig,), frozen=True
+    )
+    module = types.ModuleType("toy_ch01_a")
+    module.CHAPTER, module.Config, module.OVERRIDES = "01_a", config, {}
+    monkeypatch.setattr("lib.experiments.module_for", lambda stem: module)
+    return module
