@@ -234,8 +234,8 @@ def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path, workers):
     assert not (tmp_path / f"{names[-1]}.pid").exists(), out  # the last one never started
     assert not any(f"done {n}" in out for n in names), out  # no chapter ran to its end
     time.sleep(0.5)
-    alive = [f.name for f in started if alive(int(f.read_text()))]
-    assert not alive, f"kernels of {alive} outlived the interrupt"
+    left = [f.name for f in started if alive(int(f.read_text()))]
+    assert not left, f"kernels of {left} outlived the interrupt"
 
 
 def test_parallel_chapters_start_longest_first_on_different_workers(tmp_path):
