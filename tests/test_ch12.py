@@ -62,7 +62,7 @@ def test_ratio_summary_counts_converged_instances_by_the_excess_loss():
     )
     s = ex.ratio_summary(h, sw, floor, cfg)
     assert s["converged"].shape == (2, 2) and not s["counted"].any()  # six steps learn nothing
-    assert s["trapped"].all() and set(floor) == {0, 1}
+    assert not s["trapped"].any() and set(floor) == {0, 1}  # at chance: not trapped
     grown, stray = ex.attention_before_gates(h, sw, 0)
     assert grown.shape == stray.shape == (2,)
 
@@ -90,7 +90,14 @@ def test_order_blind_and_sham_labels_carry_no_order():
 def test_train_arms_runs_every_arm_from_the_seeds_inits():
     cfg = _small(n_sham=1, frozen_gammas=(0.5,))
     arms = se.fast_arms(cfg)
-    assert [a.name for a in arms] == ["learned", "blind", "sham0", "frozen 0.5", "uniform"]
+    assert [a.name for a in arms] == [
+        "learned",
+        "blind",
+        "sham0",
+        "frozen 0.5",
+        "learned 0.5",
+        "uniform",
+    ]
     run, params = se.train_arms(cfg, arms, 4)
     S = len(cfg.seeds)
     assert params["E"].shape[0] == len(arms) * S
@@ -134,6 +141,6 @@ def test_parity_probe_sees_a_planted_code_and_not_noise():
     E = rng.normal(size=(6, 12, 16))
     planted = E.copy()
     planted[..., 0] += 3 * y
-    acc, null = se.parity_probe(np.concatenate([E, planted]), y, folds=3, n_perm=20)
+    acc, null = se.parity_probe(np.concatenate([E, planted]), y, folds=3, ridge=10.0, n_perm=20)
     assert acc.shape == (12,) and null.shape == (20, 12)
     assert acc[6:].min() > 0.9 and np.median(acc[:6]) < 0.8

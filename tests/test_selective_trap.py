@@ -14,11 +14,15 @@ from lib.training import engine, models
 CFG = ex.Config(n_anchors=4, width=3, d_model=8, d_mlp=8)
 
 
-def test_trapped_flag():
+def test_trapped_flag_is_a_bit_that_stopped_partway():
     ln2 = np.log(2)
-    got = tr.trapped_flag(np.array([0.0, 0.099, 0.1, 0.5, 1.0]) * ln2, trap_level=0.1)
-    assert got.tolist() == [False, False, True, True, True]
-    assert tr.trapped_flag([0.3 * ln2], trap_level=0.5).tolist() == [False]
+    steps = np.array([0, 50, 100])
+    # stopped at 0.4; still at chance (censored); still falling (slow); learned; stopped at 0.15
+    bit = np.array(
+        [[1.0, 1.0, 1.0, 1.0, 1.0], [0.4, 1.0, 0.9, 0.5, 0.15], [0.4, 1.0, 0.5, 0.0, 0.15]]
+    )
+    got = ex.trapped_flag(steps, bit * ln2, trap_frac=0.1)
+    assert got.tolist() == [True, False, False, False, True]
 
 
 def test_instance_targets_mean_over_own_sequences():

@@ -23,7 +23,8 @@ Beside the chapters' modules: ``settings`` (a reader's own settings for ``make t
 ``expansion`` (the configuration the two expansion chapters share), ``staircase_runs``
 (the staircase's batched training runs, which four chapters share), and the QK/OV
 chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
-``qkov_official`` (the official code's saved outputs).
+``qkov_official`` (the official code's saved outputs); Chapter 12's arms and escape times,
+``selective_escape``, and its distractor trap, ``selective_trap``.
 
 This is the layer that starts training runs: the chapters, their modules here and the
 shared runs call :func:`lib.training.engine.train`; the layers below define the models,

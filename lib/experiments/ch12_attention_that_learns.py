@@ -50,27 +50,29 @@ class Config(ChapterConfig):
     fast_steps: the horizon of the learned, order-blind, sham, standard-scale frozen and
         uniform arms; slow_steps: the horizon of the arm frozen at the small init.
     frozen_gammas: the query-key init rates of the frozen standard-scale arms.
+    matched_gamma: the query-key init rate of a second learned arm, the same init as one
+        frozen arm (learning against not learning at one init).
     n_sham, sham_seed: the sham tasks (order-blind, the bit flipped on a random half of the
         anchors) whose paired readings make the null of the attention event.
-    null_level: the family-wise level of that null.
+    pair_q: the quantile of that null (one minus its family-wise level).
     n_logs: log-spaced and evenly spaced logging steps (:func:`lib.training.engine.log_grid`).
     n_perm, null_q: the label permutations of the order-1 floor and their quantile.
     delta: the gate contrast mean |A_2 - A_1| at which attention counts as having moved.
     escape_frac: the bit escapes when its sign-bit loss falls below escape_frac * ln 2.
-    trap_level: a seed is trapped when its sign-bit loss is still at least trap_level *
-        ln 2 at the horizon.
+    trap_frac: a seed is trapped when its sign-bit loss is still at least trap_frac * ln 2
+        at the horizon.
     speedup_min: the finding's threshold: the whole bootstrap interval of the ratio of the
         median escapes, frozen at small init over learned, lies above it.
     escape_min: the finding's threshold: the whole exact interval of the share of seeds of
         the small-init frozen arm that escape by slow_steps lies above it.
     n_boot, boot_seed: the seed bootstrap of medians and ratios.
-    n_folds, n_probe_perm: the held-out parity probe
+    n_folds, ridge_factor, n_probe_perm: the held-out parity probe
         (:func:`lib.experiments.selective_escape.parity_probe`).
     ratio_grid, ratio_seeds, ratio_steps: the QK/OV rate-ratio sweep (eta_QK = r * lr),
         factorized and collapsed QK, one batched run each, one instance per (r, seed).
     conv_frac: Chapter 9's convergence rule on this task: converged when the final loss
         exceeds the task's floor ln(width) by less than conv_frac * ln 2.
-    trap_seeds, trap_steps, trap_gammas, trap_keys, trap_at: the trap sweep
+    trap_seeds, trap_steps, trap_gammas, trap_keys, trap_step: the trap sweep
         (:func:`lib.experiments.selective_trap.trap_sweep`), one batched run: the query-key
         init rates and numbers of keys around the main arm's, and the step at which the
         anchors' lock on the key is read.
@@ -87,20 +89,22 @@ class Config(ChapterConfig):
     fast_steps: int = 1500
     slow_steps: int = 6000
     frozen_gammas: tuple[float, ...] = (0.5, 0.75)
+    matched_gamma: float = 0.5
     n_sham: int = 4
     sham_seed: int = 1000
-    null_level: float = 0.01
-    n_logs: int = 40
+    pair_q: float = 0.99
+    n_logs: int = 60
     n_perm: int = 100
     null_q: float = 0.95
     delta: float = 0.1
     escape_frac: float = 0.5
-    trap_level: float = 0.1
+    trap_frac: float = 0.1
     speedup_min: float = 3.0
     escape_min: float = 0.5
     n_boot: int = 999
     boot_seed: int = 0
     n_folds: int = 4
+    ridge_factor: float = 10.0
     n_probe_perm: int = 200
     ratio_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
     ratio_seeds: tuple[int, ...] = tuple(range(10))
@@ -110,12 +114,9 @@ class Config(ChapterConfig):
     trap_steps: int = 1000
     trap_gammas: tuple[float, ...] = (0.5, 0.75, 1.25)
     trap_keys: tuple[int, ...] = (2, 4)
-    trap_at: int = 25
+    trap_step: int = 25
 
-    RANGES: ClassVar[dict[str, str]] = {
-        "null_level": "in (0, 1)", "trap_level": "in (0, 1)",
-        "speedup_min": ">= 1", "n_folds": ">= 2", "trap_at": ">= 1",
-    }  # fmt: skip
+    RANGES: ClassVar[dict[str, str]] = {"speedup_min": ">= 1", "n_folds": ">= 2"}
 
 
 OVERRIDES = {
@@ -224,6 +225,19 @@ def first_step(steps, curves, level: float) -> np.ndarray:
     return np.where(np.isnan(on), np.inf, on)
 
 
+def trapped_flag(steps, bit_loss, trap_frac: float = 0.1) -> np.ndarray:
+    """Per instance, whether the bit *stopped partway*: at the run's last logged step its
+    sign-bit loss lies between ``trap_frac`` and ``1 - trap_frac`` (times ln 2), and over the
+    second half of the run it fell by less than ``trap_frac * ln 2``. A bit still at ln 2
+    has not left its plateau (censored, not trapped); one still falling is slow, not
+    trapped. ``bit_loss`` is ``(n_logs, K)`` on the logged ``steps``."""
+    v = np.asarray(bit_loss, dtype=float) / np.log(2)
+    steps = np.asarray(steps, dtype=float)
+    half = int(np.argmin(np.abs(steps - steps[-1] / 2)))
+    end = v[-1]
+    return (end >= trap_frac) & (end <= 1 - trap_frac) & (v[half] - end < trap_frac)
+
+
 def excess_loss(loss, width: int) -> np.ndarray:
     """The loss above the task's own floor, ln(width): the label offset no token names."""
     return np.asarray(loss, dtype=float) - np.log(width)
@@ -270,17 +284,18 @@ def ratio_summary(h, sw: Sweep, floor: dict, cfg: Config) -> dict:
     return dict(
         converged=conv_rs,
         counted=conv_rs & (conv_rs.mean(1) > 0.5)[:, None],
-        trapped=(h["bit1"][-1] >= cfg.trap_level * np.log(2)).reshape(sw.shape),
+        trapped=trapped_flag(h.steps, h["bit1"], cfg.trap_frac).reshape(sw.shape),
         onset1=shape(on1),
         escape=shape(onsets.escape_steps(h.steps, h["bit1"], cfg.escape_frac)),
         leave=shape(first_step(steps, h["contrast"][later], cfg.delta)),
     )
 
 
-def init_params(cfg: Config, mdl, seeds=None) -> dict:
+def init_params(cfg: Config, mdl, seeds=None, device="cpu") -> dict:
     """The seeds' initial weights at the chapter's init rate (every arm draws its embeddings
     this way; only the query-key group's rate differs between arms)."""
-    return models.build(mdl, list(cfg.seeds if seeds is None else seeds), gamma=cfg.gamma)
+    seeds = list(cfg.seeds if seeds is None else seeds)
+    return models.build(mdl, seeds, gamma=cfg.gamma, device=device)
 
 
 def contrast_formula(mdl, params, data, layout) -> torch.Tensor:
@@ -322,5 +337,5 @@ def attention_before_gates(h, sw: Sweep, i: int, factor: float = 2.0):
     shape = (len(h.steps), *sw.shape)
     key, gd = h["A_key"].reshape(shape)[:, i], h["gate_diff"].reshape(shape)[:, i]
     grown = first_step(h.steps, gd / gd[0], factor)
-    stray = np.array([np.abs(key[h.steps <= g, s] - 1 / 3).max() for s, g in enumerate(grown)])
+    stray = np.array([np.abs(key[h.steps <= t, s] - 1 / 3).max() for s, t in enumerate(grown)])
     return grown, stray

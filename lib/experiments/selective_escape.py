@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..data import tasks
-from ..measure import onsets, survival
+from ..measure import onsets, probes, survival
 from ..measure.nulls import floor_of
 from ..training import engine, models
 from . import ch12_attention_that_learns as ex
@@ -48,9 +48,10 @@ class Arm(NamedTuple):
 
 def fast_arms(cfg) -> list[Arm]:
     shams = [Arm(f"sham{j}", cfg.gamma, True, f"sham{j}") for j in range(cfg.n_sham)]
-    frozen = [Arm(f"frozen {g:g}", g, False, "task") for g in cfg.frozen_gammas]
+    frozen = [Arm(f"frozen {gq:g}", gq, False, "task") for gq in cfg.frozen_gammas]
+    matched = Arm(f"learned {cfg.matched_gamma:g}", cfg.matched_gamma, True, "task")
     return [Arm(LEARNED, cfg.gamma, True, "task"), Arm(BLIND, cfg.gamma, True, "blind"),
-            *shams, *frozen, Arm(UNIFORM, None, False, "task")]  # fmt: skip
+            *shams, *frozen, matched, Arm(UNIFORM, None, False, "task")]  # fmt: skip
 
 
 def slow_arms(cfg) -> list[Arm]:
@@ -145,10 +146,10 @@ def escapes(run: Run, name: str, frac: float) -> np.ndarray:
     return onsets.escape_steps(run.history.steps, run.of(name, "bit1"), frac)
 
 
-def trapped(run: Run, name: str, level: float) -> np.ndarray:
-    """Per seed, whether the bit is still not learned at the horizon: its sign-bit loss
-    there at least ``level * ln 2``."""
-    return run.of(name, "bit1")[-1] >= level * np.log(2)
+def trapped(run: Run, name: str, frac: float) -> np.ndarray:
+    """Per seed, whether the arm's bit stopped partway by the horizon
+    (:func:`lib.experiments.ch12_attention_that_learns.trapped_flag`)."""
+    return ex.trapped_flag(run.history.steps, run.of(name, "bit1"), frac)
 
 
 def paired_event(run: Run, level: float):
@@ -176,6 +177,21 @@ def paired_event(run: Run, level: float):
     return event, floor, paired, null
 
 
+def held_out_fires(run: Run, shams: list, level: float) -> float:
+    """The paired reading's control with nothing to find: each sham in turn is read as if
+    it were the task, against the floor of the other shams; the share of (sham, seed) pairs
+    whose reading clears that floor."""
+    c = lambda name: run.of(name, "contrast")
+    later = run.history.steps >= 1
+    curves = {s: (c(s) - c(BLIND))[later] for s in shams}
+    fires = []
+    for s in shams:
+        peaks = np.concatenate([np.abs(curves[o]).max(0) for o in shams if o != s])
+        floor = float(np.quantile(peaks, 1 - level, method="higher"))
+        fires.append(curves[s].max(0) > floor)
+    return float(np.mean(fires))
+
+
 def order1_onsets(run: Run, frac: float = 0.5) -> np.ndarray:
     """Per seed of the first arm, the order-1 stair's onset (Chapter 2's rule against the
     run's permutation floor), searched over every logged step from step 1."""
@@ -184,36 +200,25 @@ def order1_onsets(run: Run, frac: float = 0.5) -> np.ndarray:
                                run.floor[1], frac)  # fmt: skip
 
 
-def parity_probe(E_anchors, parity, folds: int, n_perm: int, seed: int = 0):
-    """A held-out linear probe of the anchors' parity in their embeddings, per instance.
+def parity_probe(E_anchors, parity, folds: int, ridge: float, n_perm: int, seed: int = 0):
+    """A held-out linear probe of the anchors' parity in their embeddings, per instance:
+    :func:`lib.measure.probes.heldout_probe` over ``folds`` folds balanced by parity, with
+    a strong ``ridge`` (times the mean eigenvalue; with fewer anchors than dimensions a weak
+    ridge interpolates and its held-out score is mostly noise).
 
-    ``E_anchors`` is ``(K, n_anchors, d)``, ``parity`` ``(n_anchors,)`` of +-1. The probe's
-    direction is the difference of the two classes' mean rows (ridge regression in its
-    strongly regularised limit: with fewer anchors than dimensions a weaker ridge
-    interpolates and its held-out score is mostly noise), fit on all folds but one (folds
-    balanced by parity) and scored by the sign on the held-out fold, rows centred. Returns ``(accuracy (K,), null
-    (n_perm, K))``: the null is the same probe of ``n_perm`` permutations of the parity
-    (one permutation for every instance at once).
+    ``E_anchors`` is ``(K, n_anchors, d)``, ``parity`` ``(n_anchors,)`` of +-1. Returns
+    ``(accuracy (K,), null (n_perm, K))``: the null is the same probe of ``n_perm``
+    permutations of the parity (one permutation for every instance at once).
     """
-    E = np.asarray(E_anchors, dtype=float)
-    E = E - E.mean(1, keepdims=True)
     y = np.asarray(parity, dtype=float)
-    n = len(y)
-    fold_of = np.empty(n, dtype=int)
+    fold_of = np.empty(len(y), dtype=int)
     for sign in (-1, 1):
         idx = np.flatnonzero(y == sign)
         fold_of[idx] = np.arange(len(idx)) % folds
-
-    def score(labels):
-        acc = np.zeros(E.shape[0])
-        for f in range(folds):
-            tr, te = fold_of != f, fold_of == f
-            w = E[:, tr].transpose(0, 2, 1) @ labels[tr]  # (K, d): mean difference
-            acc += (np.sign(E[:, te] @ w[..., None])[..., 0] == labels[te]).sum(1)
-        return acc / n
-
+    Z = torch.as_tensor(np.asarray(E_anchors, dtype=float))
+    score = lambda labels: probes.heldout_probe(Z, labels, fold_of, ridge).numpy()
     rng = np.random.default_rng(seed)
-    return score(y), np.stack([score(y[rng.permutation(n)]) for _ in range(n_perm)])
+    return score(y), np.stack([score(y[rng.permutation(len(y))]) for _ in range(n_perm)])
 
 
 def arm_medians(times: dict, horizons: dict, cfg) -> dict:
@@ -229,8 +234,11 @@ def read_escape(cfg, fast: Run, slow: Run) -> dict:
 
     Returns ``times`` and ``horizons`` per arm (escape steps, ``inf``: censored at the
     horizon), ``median`` per arm (:class:`lib.measure.survival.Estimate`), ``speedup`` per
-    frozen arm (its median over the learned arm's, paired over seeds), ``trapped`` per arm
-    (per seed, :func:`trapped`) and ``escaped`` per arm (per seed, finite time)."""
+    frozen arm (its median over the learned arm's, paired over seeds), ``matched`` (the
+    frozen arm over the learned arm at the same query-key init, ``cfg.matched_gamma``),
+    ``strict`` (the small-init speed-up with the escape read at ``cfg.trap_frac`` instead
+    of ``cfg.escape_frac``), ``trapped`` per arm (per seed, :func:`trapped`) and
+    ``escaped`` per arm (per seed, finite time)."""
     on_task = [a.name for a in fast.arms if a.labels == "task"]
     times = {n: escapes(fast, n, cfg.escape_frac) for n in on_task}
     horizons = dict.fromkeys(on_task, float(cfg.fast_steps))
@@ -240,17 +248,19 @@ def read_escape(cfg, fast: Run, slow: Run) -> dict:
     frozen = [n for n in times if n.startswith("frozen")]
     boot = dict(n_boot=cfg.n_boot, seed=cfg.boot_seed)
     runs = {**{n: fast for n in on_task}, **{a.name: slow for a in slow.arms}}
+    ratio = lambda a, b, t=times: survival.ratio_interval(
+        t[a], t[b], (horizons[a], horizons[b]), **boot
+    )
+    matched = f"learned {cfg.matched_gamma:g}"
+    strict = {n: escapes(runs[n], n, cfg.trap_frac) for n in (LEARNED, "frozen")}
     return dict(
         times=times,
         horizons=horizons,
         median={n: survival.median_interval(t, horizons[n], **boot) for n, t in times.items()},
-        speedup={
-            n: survival.ratio_interval(
-                times[n], times[LEARNED], (horizons[n], horizons[LEARNED]), **boot
-            )
-            for n in frozen
-        },
-        trapped={n: trapped(runs[n], n, cfg.trap_level) for n in times},
+        speedup={n: ratio(n, LEARNED) for n in frozen},
+        matched=ratio(f"frozen {cfg.matched_gamma:g}", matched),
+        strict=ratio("frozen", LEARNED, strict),
+        trapped={n: trapped(runs[n], n, cfg.trap_frac) for n in times},
         escaped={n: np.isfinite(t) for n, t in times.items()},
     )
 
@@ -261,7 +271,7 @@ def read_order(cfg, fast: Run) -> dict:
     first step at which the gate contrast reaches ``cfg.delta`` on the task and on the
     order-blind control (how soon attention leaves uniform with nothing to find). Each
     pair compared by :func:`lib.measure.survival.sign_test` over seeds."""
-    event, floor, paired, null = paired_event(fast, cfg.null_level)
+    event, floor, paired, null = paired_event(fast, 1 - cfg.pair_q)
     later = fast.history.steps >= 1
     leave = lambda n: ex.first_step(
         fast.history.steps[later], fast.of(n, "contrast")[later], cfg.delta
@@ -271,6 +281,8 @@ def read_order(cfg, fast: Run) -> dict:
         escape=escapes(fast, LEARNED, cfg.escape_frac), leave=leave(LEARNED),
         leave_blind=leave(BLIND),
     )  # fmt: skip
+    shams = [a.name for a in fast.arms if a.labels.startswith("sham")]
+    out["sham_fires"] = held_out_fires(fast, shams, 1 - cfg.pair_q) if len(shams) > 1 else np.nan
     out["tests"] = {
         "event-onset1": survival.sign_test(out["event"], out["onset1"]),
         "event-escape": survival.sign_test(out["event"], out["escape"]),
@@ -291,12 +303,23 @@ def read_probe(cfg, layout, groups: dict) -> dict:
     rows = {n: np.asarray(E.detach().cpu(), dtype=float)[:, anchors] for n, E in groups.items()}
     rows = {n: r for n, r in rows.items() if len(r)}
     acc, null = parity_probe(np.concatenate(list(rows.values())), parity, cfg.n_folds,
-                             cfg.n_probe_perm, seed=cfg.boot_seed)  # fmt: skip
+                             cfg.ridge_factor, cfg.n_probe_perm, seed=cfg.boot_seed)  # fmt: skip
     split = np.cumsum([len(r) for r in rows.values()])[:-1]
     per = dict(zip(rows, np.split(acc, split), strict=True))
-    null_medians = np.stack([np.median(g, 1) for g in np.split(null, split, axis=1)], 1)
+    null_medians = np.stack([np.median(part, 1) for part in np.split(null, split, axis=1)], 1)
     return dict(
         accuracy=per,
         median={n: float(np.median(a)) for n, a in per.items()},
         floor=float(np.quantile(null_medians.max(1), 0.99, method="higher")),
     )
+
+
+def grid_spacing(run: Run, step: float) -> float:
+    """The run's largest relative gap between consecutive logged steps from half of
+    ``step`` to twice it: how finely an event near ``step`` is placed (NaN where ``step`` is
+    not finite)."""
+    if not np.isfinite(step):
+        return np.nan
+    steps = np.asarray(run.history.steps, dtype=float)
+    near = steps[(steps >= step / 2) & (steps <= 2 * step)]
+    return float(np.max(np.diff(near) / near[1:])) if len(near) > 1 else np.nan

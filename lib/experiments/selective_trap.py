@@ -35,16 +35,10 @@ __all__ = [
     "bit_flip",
     "trap_sweep",
     "trap_forces",
-    "trapped_flag",
 ]
 
 CELL_KEYS = ("r", "gamma_qk", "n_keys")
 KEY, OTHER, GATE = ex.KEY, ex.OTHER, ex.GATE
-
-
-def trapped_flag(final_bit_loss, trap_level: float = 0.1) -> np.ndarray:
-    """Per instance: the final sign-bit loss is still at or above ``trap_level * ln 2``."""
-    return np.asarray(final_bit_loss, dtype=float) >= trap_level * np.log(2)
 
 
 def instance_targets(X: torch.Tensor, P: torch.Tensor, keys: Sequence[int], n_keys) -> torch.Tensor:
@@ -146,7 +140,7 @@ def trap_sweep(
     instance (K,): ``cell`` (index into ``cells``), ``seed``, ``bit`` (final sign-bit loss
     / ln 2), ``key_mass`` (final attention of the readout row on the key), ``escape``
     (:func:`lib.measure.onsets.escape_steps`, inf: never), ``trapped``
-    (:func:`trapped_flag`); and ``history`` (``bit1``, ``A_key``, ``contrast`` = mean
+    (:func:`lib.experiments.ch12_attention_that_learns.trapped_flag`, at ``trap_level``); and ``history`` (``bit1``, ``A_key``, ``contrast`` = mean
     |A_gate - A_other|, ``gate_diff`` = |E_g+ - E_g-|), ``params`` (final), ``snapshots``
     (step -> params at the logged steps ``snapshot_at``), ``model``, ``X``, ``P``,
     ``layout``, ``seconds`` (the run's wall time).
@@ -199,7 +193,7 @@ def trap_sweep(
         bit=bit,
         key_mass=h["A_key"][-1],
         escape=onsets.escape_steps(h.steps, h["bit1"]),
-        trapped=trapped_flag(h["bit1"][-1], trap_level),
+        trapped=ex.trapped_flag(h.steps, h["bit1"], trap_level),
         history=h,
         params=params,
         snapshots=snaps,
@@ -243,9 +237,9 @@ def trap_forces(mdl, params: Mapping[str, torch.Tensor], X, P, layout) -> dict:
     wa = wa / wa.sum(-1, keepdim=True).clamp_min(1e-300)
     out = {}
     for name, part in (("pair", pair), ("bit", bit)):
-        (g,) = torch.autograd.grad((w * part).sum(), [s], retain_graph=True)
-        out[f"force_{name}"] = -g.sum(1)  # g holds the weights w: the weighted mean
-        per_seq = -g[..., KEY] / w.clamp_min(1e-300)
+        (grad,) = torch.autograd.grad((w * part).sum(), [s], retain_graph=True)
+        out[f"force_{name}"] = -grad.sum(1)  # grad holds the weights w: the weighted mean
+        per_seq = -grad[..., KEY] / w.clamp_min(1e-300)
         out[f"anchor_force_{name}"] = (wa * per_seq[:, None, :]).sum(-1)
     out["force_total"] = out["force_pair"] + out["force_bit"]
     with torch.no_grad():

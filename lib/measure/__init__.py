@@ -11,6 +11,7 @@ comes on a logged curve), ``matched_loss`` (curves read where two arms reach one
 takes), ``staircase`` (the context staircase's targets, partial correlations and stairs),
 ``staircase_callbacks`` (what a staircase run logs), ``stability`` (whether a rerun reads
 the same stairs), ``probes`` (held-out linear probes), ``nulls`` (label-permutation
-floors), ``rates`` (rates over perturbed copies, Wilson intervals) and ``lm`` (a language
-model's alignment curves).
+floors), ``rates`` (rates over perturbed copies, Wilson intervals), ``survival`` (event times
+with censoring: Kaplan-Meier medians and their intervals) and ``lm`` (a language model's
+alignment curves).
 """
