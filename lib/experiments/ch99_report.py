@@ -126,9 +126,9 @@ HEADLINES: tuple[Headline, ...] = (
              "new question (neither paper)"),
     Headline(("boundary-moves",), "what sets the order: context order against signal strength",
              "new question (neither paper)"),
-    Headline(("sel-learned-climb", "sel-frozen-fails"),
-             "attention that has to learn: learned QK climbs in order; frozen QK not "
-             "within the run's steps",
+    Headline(("sel-speedup", "sel-frozen-escapes"),
+             "attention that has to learn: learned QK escapes its plateau sooner than QK "
+             "frozen at the same small init, which escapes too",
              "new question (neither paper)"),
 )  # fmt: skip
 
