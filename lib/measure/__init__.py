@@ -12,6 +12,7 @@ takes), ``staircase`` (the context staircase's targets, partial correlations and
 ``staircase_callbacks`` (what a staircase run logs), ``stability`` (whether a rerun reads
 the same stairs), ``probes`` (held-out linear probes), ``nulls`` (label-permutation
 floors), ``rates`` (rates over perturbed copies, Wilson intervals), ``survival`` (event times
-with censoring: Kaplan-Meier medians and their intervals) and ``lm`` (a language model's
-alignment curves).
+with censoring: Kaplan-Meier medians and their intervals), ``lm`` (a language model's
+alignment curves) and ``ngram`` (how close a language model passes to each k-gram
+predictor).
 """
