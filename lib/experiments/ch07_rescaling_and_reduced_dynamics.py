@@ -16,8 +16,9 @@ The model (single-query attention with collapsed or factorized circuits) is
 :mod:`lib.data.tasks`.
 
 The equal-rate Scan-and-Snap runs of this chapter (FAFO, FACO, CAFO) are those of Chapter
-8's Section 1, run again here from the same settings: :data:`SHARED_WITH_CH08` names the
-fields that must agree, and the unit tests check that they do at every scale.
+8, trained once for both (:func:`lib.experiments.qkov_training.train_scan_snap` caches
+them): :data:`SHARED_WITH_CH08` names the fields that must agree, and the unit tests check
+that they do at every scale.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from . import ChapterConfig
 CHAPTER = "07_rescaling_and_reduced_dynamics"
 
 # The fields of the Scan-and-Snap runs that this chapter shares with Chapter 8: equal in
-# both configs at every scale, so that both chapters train the same runs.
+# both configs at every scale, so that both chapters read the same runs.
 SHARED_WITH_CH08 = (
     "gamma",
     "lr",

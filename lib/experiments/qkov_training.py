@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..data import corpora, tasks, tokenizers, windows
-from ..training import engine, qkov
+from ..training import engine, qkov, run_cache
 from ..training.init import init_params
 
 if TYPE_CHECKING:
@@ -58,22 +58,37 @@ def train_scan_snap(
     """One batched SGD run of parameterization ``name`` from the official code's init
     (:func:`lib.training.qkov.code_init_`), one instance per seed; returns ``(model, history)``
     with a weight snapshot at every step of :func:`lib.training.engine.log_grid`. Chapters 7 and 8
-    both run it with the same settings, so that both train the same runs."""
+    both read the equal-rate runs: whichever comes first trains a run, and the other reads it
+    (:func:`lib.training.run_cache.cached_history`)."""
     m = qkov.SingleQueryAttention.named(name)
-    params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
-    qkov.code_init_(m, params)
-    h = engine.train(
-        m,
-        params,
-        scan_snap_stream(len(run_seeds), cfg.batch_size, cfg.seq_len, data_seed, device=device),
-        n_steps,
-        optimizer="sgd",
-        group_lr={"qk": eta_qk, "ov": eta_ov},
-        log_at=engine.log_grid(n_steps, cfg.n_logs),
-        callbacks=snapshot_callbacks(m),
-        desc=name,
+    settings = {f: getattr(cfg, f) for f in ("gamma", "batch_size", "seq_len", "n_logs")}
+    description = dict(
+        run="scan_snap",
+        name=name,
+        eta_qk=eta_qk,
+        eta_ov=eta_ov,
+        seeds=list(run_seeds),
+        data_seed=data_seed,
+        steps=n_steps,
+        **settings,
     )
-    return m, h
+
+    def train():
+        params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
+        qkov.code_init_(m, params)
+        return engine.train(
+            m,
+            params,
+            scan_snap_stream(len(run_seeds), cfg.batch_size, cfg.seq_len, data_seed, device),
+            n_steps,
+            optimizer="sgd",
+            group_lr={"qk": eta_qk, "ov": eta_ov},
+            log_at=engine.log_grid(n_steps, cfg.n_logs),
+            callbacks=snapshot_callbacks(m),
+            desc=name,
+        )
+
+    return m, run_cache.cached_history(description, train, device)
 
 
 def shakespeare_data(cfg: ch08.Config, device):

@@ -9,6 +9,6 @@ models), ``transformer`` (the decoder-only transformer, its forward pass in name
 ``engine`` (batched training: the loop, losses, logging and callbacks), ``optimizers``
 (GD, SGD, Adam and AdamW with a learning rate per instance), ``sweep``
 (labelled grids of instances), ``qkov`` (the QK/OV single-query attention models of
-Chapters 7 and 8) and ``embedstruct`` (Chapter 6's constructed embeddings and mixed
-batches).
+Chapters 7 and 8), ``embedstruct`` (Chapter 6's constructed embeddings and mixed
+batches) and ``run_cache`` (runs that two chapters read, trained once).
 """
