@@ -54,14 +54,14 @@ class Config(ChapterConfig):
         ``gamma = 1/2`` a weight of the 50-token model has standard deviation ``50^(-1/2)``,
         the scale of PyTorch's default init (whose uniform draw has a standard deviation
         ``sqrt(3)`` smaller).
-    lr: the SGD rate of the equal-rate Scan-and-Snap runs (Section 1): eta_OV = eta_QK
+    lr: the SGD rate of the equal-rate Scan-and-Snap runs (``sec-qkov-rescaling``): eta_OV = eta_QK
         (the official code: 0.01, the paper scale; larger at the smaller scales to fit the
         time budget, see Chapter 8).
     ode_r_grid: the official README's ratios r = eta_QK/eta_OV of the reduced ODE
-        (Section 2).
+        (``sec-qkov-reduced``).
     ode_table_losses: the losses at which the ODE's table reads alpha.
 
-    Scan-and-Snap runs (Section 1):
+    Scan-and-Snap runs (``sec-qkov-rescaling``):
 
     seeds: the init seeds (one instance per seed).
     seq_len, batch_size: sequence length and batch of the training runs.

@@ -44,15 +44,17 @@ class Config(ChapterConfig):
         the scale of PyTorch's default init (whose uniform draw has a standard deviation
         ``sqrt(3)`` smaller); the same rate draws the agreement and Shakespeare
         transformers. The fixed-attention runs use :attr:`gamma_fixed` instead.
-    lr: the SGD rate of the Scan-and-Snap runs (Section 1): eta_OV of every run and
-        eta_QK of the equal-rate ones (the official code: 0.01, the paper scale; larger
+    lr: the SGD rate of the Scan-and-Snap runs (``sec-qkov-similar-loss``): eta_OV of every
+        run and eta_QK of the equal-rate ones (the official code: 0.01, the paper scale; larger
         at the smaller scales to fit the time budget, see the chapter).
-    r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (Sections 1, 3, 4),
-        ascending; r = 1, the arm every ratio is compared with, is added where missing.
-    r_control: ratios below 1 in the same run, the negative control of Section 4.
+    r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (``sec-qkov-similar-loss``,
+        ``sec-qkov-bridge``, ``sec-qkov-ratio``), ascending; r = 1, the arm every ratio is
+        compared with, is added where missing.
+    r_control: ratios below 1 in the same run, the negative control of ``sec-qkov-ratio``.
 
-    Scan-and-Snap runs (Sections 1, 3, 4; the equal-rate ones are also Chapter 7's, and
-    the fields they share must agree: ``SHARED_WITH_CH08`` of Chapter 7's module):
+    Scan-and-Snap runs (``sec-qkov-similar-loss``, ``sec-qkov-bridge``, ``sec-qkov-ratio``;
+    the equal-rate ones are also Chapter 7's, and the fields they share must agree:
+    ``SHARED_WITH_CH08`` of Chapter 7's module):
 
     seeds: the init seeds of every sweep (one instance per seed and setting).
     seq_len, batch_size: sequence length and batch of the training runs.
@@ -64,7 +66,7 @@ class Config(ChapterConfig):
         than this multiple of uniform attention's mass on copies of the query token.
     near_zero_fraction: the matched loss must be below this fraction of the initial loss.
 
-    Fixed attention (Section 2):
+    Fixed attention (``sec-qkov-fixed``):
 
     fixed_alphas: the frozen distinct-token masses (the official Fig 3 values).
     fixed_seq_len, fixed_batch_size: the official Fig 3 code's length and batch.
@@ -74,14 +76,14 @@ class Config(ChapterConfig):
         factor of the official code's; fig3_abs_tol: every final loss within this
         relative distance of the code's.
 
-    Agreement stand-in (Section 5):
+    Agreement stand-in (``sec-qkov-beyond``):
 
     sva_train_n, sva_test_n: training and held-out sentences; sva_steps, sva_lr,
         sva_batch_size, sva_n_logs: the Adam run; sva_d_model: the transformer's width.
     sva_r: the faster arm's QK multiplier, eta_QK/eta_rest (the base arm has 1).
     sva_acc_tol: the two arms' accuracies must agree within this.
 
-    Character-level Shakespeare (Section 5):
+    Character-level Shakespeare (``sec-qkov-shakespeare``):
 
     shk_layers, shk_d_model, shk_context, shk_mlp: the transformer.
     shk_batch_size, shk_steps, shk_lr, shk_n_logs: the Adam run.

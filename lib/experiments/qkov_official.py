@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 # ---------------------------------------------------------------------------
-# Fig 2 (heatmaps of attention at the end of training; Chapter 8 Section 1)
+# Fig 2 (heatmaps of attention at the end of training; Chapter 8, ``sec-qkov-similar-loss``)
 # ---------------------------------------------------------------------------
 
 # The official per-cell percentages exist only inside saved PNG images (seaborn heatmaps
@@ -44,7 +44,7 @@ FIG2_MODAL_BIN: dict[str, int | None] = {
 }
 
 # ---------------------------------------------------------------------------
-# Fig 3 (fixed attention; Chapter 8 Section 2)
+# Fig 3 (fixed attention; Chapter 8, ``sec-qkov-fixed``)
 # ---------------------------------------------------------------------------
 
 # The final held-out loss (mean over 1000 fresh batches of 128) printed by cell 4 of
@@ -77,7 +77,7 @@ FIG3_SETUP = dict(epochs=500, batches=250, lr=1e-2, seq_len=64, batch_size=128)
 FIG3_FLOW_TIME = FIG3_SETUP["epochs"] * FIG3_SETUP["batches"] * FIG3_SETUP["lr"]
 
 # ---------------------------------------------------------------------------
-# Fig 4 (the reduced ODE; Chapter 7 Section 2)
+# Fig 4 (the reduced ODE; Chapter 7, ``sec-qkov-reduced``)
 # ---------------------------------------------------------------------------
 
 # The end of each run printed by the first cell of Fig-4 Code/Simulated_Differential_

@@ -21,7 +21,7 @@ from . import qkov_official as official
 from .qkov_training import snapshots
 
 # ---------------------------------------------------------------------------
-# Attention over training and at a matched loss (Chapter 8, Sections 1 and 4)
+# Attention over training and at a matched loss (Chapter 8, ``sec-qkov-similar-loss`` and ``sec-qkov-ratio``)
 # ---------------------------------------------------------------------------
 
 
@@ -64,13 +64,13 @@ def group_by(values, labels, keys) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# Fig 2: the panels at the matched loss and at the code's reading (Chapter 8, Section 1)
+# Fig 2: the panels at the matched loss and at the code's reading (Chapter 8, ``sec-qkov-similar-loss``)
 # ---------------------------------------------------------------------------
 
 
 def distinct_mass_percent(samples) -> np.ndarray:
     """Percentage of samples in each of the official heatmaps' five distinct-mass bins
-    ``[0, .2), ..., [.8, 1]`` (Chapter 8, Section 1)."""
+    ``[0, .2), ..., [.8, 1]`` (Chapter 8, ``sec-qkov-similar-loss``)."""
     h, _ = np.histogram(np.asarray(samples).ravel(), bins=official.DISTINCT_BIN_EDGES)
     return 100.0 * h / max(h.sum(), 1)
 
@@ -149,7 +149,7 @@ def fig2_rows(stats, runs, panels, loss_star, lr):
 
 
 # ---------------------------------------------------------------------------
-# Effective rates and the balancedness drift (Chapter 7, Section 1)
+# Effective rates and the balancedness drift (Chapter 7, ``sec-qkov-rescaling``)
 # ---------------------------------------------------------------------------
 
 
@@ -200,7 +200,7 @@ def unbalanced_fraction_callback(p0):
 
 
 # ---------------------------------------------------------------------------
-# The network projected onto the reduced model (Chapter 8, Section 3)
+# The network projected onto the reduced model (Chapter 8, ``sec-qkov-bridge``)
 # ---------------------------------------------------------------------------
 
 
@@ -233,7 +233,7 @@ def fit_lines(dG: np.ndarray, dO: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------
-# Fixed attention: ours beside the code's Fig 3 (Chapter 8, Section 2)
+# Fixed attention: ours beside the code's Fig 3 (Chapter 8, ``sec-qkov-fixed``)
 # ---------------------------------------------------------------------------
 
 
@@ -266,7 +266,7 @@ def fig3_table(alphas, final_loss: dict[str, np.ndarray]):
 
 
 # ---------------------------------------------------------------------------
-# The Shakespeare model (Chapter 8, Section 5)
+# The Shakespeare model (Chapter 8, ``sec-qkov-shakespeare``)
 # ---------------------------------------------------------------------------
 
 

@@ -112,7 +112,7 @@ def attention_spread_callbacks(model, X) -> dict:
 
 @torch.no_grad()
 def attention_stats(model: SingleQueryAttention, params, X, y, distinct_mask) -> dict:
-    """Per-sample attention metrics on a held-out batch (Chapter 7 Section 1), each (K, B)
+    """Per-sample attention metrics on a held-out batch (Chapter 8, ``sec-qkov-similar-loss``), each (K, B)
     (loss (K,)); ``distinct`` and ``separability`` are the official code's metrics.
 
     ``distinct``: attention mass on distinct tokens; ``p_true``: softmax probability of the

@@ -54,7 +54,7 @@ class SharperCheck(NamedTuple):
 
 
 def sharper_at_matched_loss(loss_test, a_test, loss_ref, a_ref) -> SharperCheck:
-    """The headline check of Chapter 7 (Section 6): at one loss that both arms reach, does
+    """The headline check of Chapter 8 (``sec-qkov-ratio``): at one loss that both arms reach, does
     the test arm put more attention on the distinct tokens than the reference arm, in every
     seed?
 

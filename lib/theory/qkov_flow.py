@@ -1,6 +1,7 @@
 """The gradient flow of factorized QK/OV circuits, and the reduced theory's two scalars.
 
-For the single-query attention of :mod:`lib.training.qkov` (Chapter 7, Sections 2 and 4):
+For the single-query attention of :mod:`lib.training.qkov` (Chapter 7, ``eq-qkov-factor-flow``, and Chapter 8,
+``sec-qkov-bridge``):
 gradient flow on factors conserves their balancedness (:func:`balancedness`), and moves the
 collapsed matrix they form at a rate its own factors set (:func:`collapsed_flow`);
 :func:`symmetric_projection` reads collapsed weights as the two scalars
@@ -18,7 +19,8 @@ __all__ = ["balancedness", "collapsed_flow", "symmetric_projection"]
 
 
 def balancedness(model: SingleQueryAttention, params) -> dict[str, torch.Tensor]:
-    """The conserved matrices of gradient flow (Chapter 7 Section 2; Arora et al. 2018):
+    """The conserved matrices of gradient flow (Chapter 7, ``eq-qkov-factor-flow``; Arora et al.
+    2018):
     W_Q W_Q^T - W_K W_K^T for W_QK = W_Q^T W_K
     and W_O^T W_O - W_V W_V^T for W_OV = W_O W_V, each (K, d, d), with the Grams' scale."""
     out = {}
@@ -35,7 +37,7 @@ def balancedness(model: SingleQueryAttention, params) -> dict[str, torch.Tensor]
 
 def collapsed_flow(model: SingleQueryAttention, params, grad_qk, grad_ov):
     """The collapsed-matrix velocity induced by gradient descent on the factors
-    (Chapter 7 Section 2).
+    (Chapter 7, ``eq-qkov-factor-flow``).
 
     With G = dL/dW for the collapsed matrix, a unit-rate step on the factors moves
     W_QK = W_Q^T W_K by -(W_Q^T W_Q G + G W_K^T W_K) and W_OV = W_O W_V by
@@ -56,7 +58,7 @@ def collapsed_flow(model: SingleQueryAttention, params, grad_qk, grad_ov):
 
 def symmetric_projection(W_QK: torch.Tensor, W_OV: torch.Tensor, scale: float):
     """Project collapsed weights (..., V, V) onto (mu_qk, mu_ov) of the symmetric ansatz
-    (Chapter 7 Section 4).
+    (Chapter 8, ``sec-qkov-bridge``).
 
     mu_qk: for each class c, mean score of q_c on its distinct block minus the mean on the
     common tokens 0-9, times the score scale, averaged over classes. mu_ov: for each

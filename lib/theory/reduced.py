@@ -1,4 +1,5 @@
-"""The reduced two-scalar theory of QK/OV learning (Chapter 7, Sections 3 and 4).
+"""The reduced two-scalar theory of QK/OV learning (Chapter 7, ``sec-qkov-reduced``:
+equations ``eq-reduced-loss`` to ``eq-reduced-matched``).
 
 The official README's ODE for single-query attention on Scan-and-Snap data: two scalars,
 the QK strength ``mu_qk`` and the OV strength ``mu_ov``, with relevant attention mass
@@ -21,7 +22,7 @@ from ..training.qkov import PARAMETERIZATIONS
 
 @dataclass(frozen=True)
 class ReducedModel:
-    """The two-scalar gradient flow of the official code's README (Chapter 7 Section 3)::
+    """The two-scalar gradient flow of the official code's README (Chapter 7, ``eq-reduced-flow``)::
 
         d mu_ov/dt = eta_ov alpha / (b D),
         d mu_qk/dt = eta_qk (M-1) alpha (1-alpha) mu_ov / (M b^2 D),   D = e^{alpha mu_ov} + M - 1.
@@ -62,7 +63,7 @@ class ReducedModel:
 
     def rhs(self, t, y, eta_qk: float, eta_ov: float, kind: str = "CACO", delta=(0.0, 0.0)):
         """Right-hand side of the flow for (mu_qk, mu_ov). A factorized circuit (FA/FO)
-        multiplies its rate by sqrt(4 mu^2 + Delta^2) (Chapter 7 Section 2), its implicit
+        multiplies its rate by sqrt(4 mu^2 + Delta^2) (Chapter 7, ``eq-qkov-scalar-rate``), its implicit
         rescaling."""
         mu_qk, mu_ov = y
         a = float(self.alpha(mu_qk))
@@ -91,8 +92,8 @@ class ReducedModel:
         return self.G(mu_qk) - self.k(r) * np.asarray(mu_ov, dtype=float) ** 2
 
     def alpha_closed_form(self, mu_ov, r: float, mu_qk0: float = 0.0, mu_ov0: float = 0.0):
-        """alpha along the CACO trajectory as a function of mu_ov (Lambert W, Chapter 7
-        Section 3):
+        """alpha along the CACO trajectory as a function of mu_ov (Lambert W, Chapter 7,
+        ``eq-reduced-alpha``):
         alpha = W0(zeta) / (1 + W0(zeta)),  zeta = (m/n) exp(G(mu_qk0) + k (mu_ov^2 - mu_ov0^2))."""
         log_zeta = np.log(self.m / self.n) + self.G(mu_qk0)
         log_zeta = log_zeta + self.k(r) * (np.asarray(mu_ov, dtype=float) ** 2 - mu_ov0**2)
@@ -108,7 +109,7 @@ class ReducedModel:
 
     def alpha_at_loss(self, loss: float, r: float, mu_qk0: float = 0.0, mu_ov0: float = 0.0):
         """The unique root alpha of  logit(alpha) + alpha/(1-alpha)
-        = log(m/n) + G(mu_qk0) + k ((s*/alpha)^2 - mu_ov0^2)   (Chapter 7 Section 3)."""
+        = log(m/n) + G(mu_qk0) + k ((s*/alpha)^2 - mu_ov0^2)   (Chapter 7, ``eq-reduced-matched``)."""
         s = float(self.margin_at_loss(loss))
         rhs0 = np.log(self.m / self.n) + float(self.G(mu_qk0)) - self.k(r) * mu_ov0**2
 

@@ -13,10 +13,10 @@ The paper's names: FA/CA = factorized/collapsed **A**ttention (QK), FO/CO = fact
 collapsed **O**utput (OV), so FAFO, FACO, CAFO, CACO.
 
 Here: the model, the official code's inits, the fixed-attention OV model (the paper's Fig
-3, Section 5) and the init rate of PyTorch's default init. The official code's attention
+3; Chapter 8, ``sec-qkov-fixed``) and the init rate of PyTorch's default init. The official code's attention
 metrics are :func:`lib.measure.attention.attention_stats`; the conserved (balancedness)
-matrices, the collapsed-matrix flow of factorized circuits (Section 2) and the projection
-of collapsed weights onto the reduced theory's two scalars (Section 4) are
+matrices, the collapsed-matrix flow of factorized circuits (Chapter 7, ``eq-qkov-factor-flow``) and the projection
+of collapsed weights onto the reduced theory's two scalars (Chapter 8, ``sec-qkov-bridge``) are
 :mod:`lib.theory.qkov_flow`. The reduced theory itself is :mod:`lib.theory.reduced`; the Scan-and-Snap
 data and the agreement grammar are :mod:`lib.data.tasks`; the chapter's runs, what it reads
 from them and the official code's saved outputs are :mod:`lib.experiments.qkov_training`,
@@ -165,7 +165,7 @@ def identity_init_(params: dict[str, torch.Tensor], names, scale: float = 1e-6) 
 
 
 def code_init_(model: SingleQueryAttention, params) -> None:
-    """The official notebooks' inits (``Fig2-Heatmaps``; Chapter 7 Section 1): FAFO keeps its
+    """The official notebooks' inits (``Fig2-Heatmaps``; Chapter 7, ``sec-qkov-rescaling``): FAFO keeps its
     random QK and sets W_V = W_O = 1e-6 I; FACO and CAFO set every weight to 1e-6 I; CACO
     stays random."""
     name = model.name
@@ -177,7 +177,7 @@ def code_init_(model: SingleQueryAttention, params) -> None:
 
 @dataclass
 class FixedAttentionOV:
-    """Only the OV circuit, on fixed attention (the paper's Fig 3; Chapter 7 Section 5).
+    """Only the OV circuit, on fixed attention (the paper's Fig 3; Chapter 8, ``sec-qkov-fixed``).
 
     Attention puts mass ``alpha_k`` (one per instance, a (K,) tensor) uniformly on the
     distinct positions (token >= ``distinct_start``) and ``1 - alpha_k`` uniformly on the
@@ -249,5 +249,5 @@ class FixedAttentionOV:
 def torch_default_gamma(fan_in: int) -> float:
     """The init rate gamma at which ``N(0, fan_in^(-2 gamma))`` has the standard deviation
     ``(3 fan_in)^(-1/2)`` of PyTorch's default ``nn.Linear`` init, ``U(+-fan_in^(-1/2))``
-    (the init of the official Fig 3 code; Chapter 7 Section 5)."""
+    (the init of the official Fig 3 code; Chapter 8, ``sec-qkov-fixed``)."""
     return float(np.log(3 * fan_in) / (2 * np.log(fan_in)))

@@ -1,5 +1,5 @@
 """Subject-verb agreement with attractors: an offline stand-in for the SVA data of
-Vashisht and Ramaswamy (Chapter 7, Section 7).
+Vashisht and Ramaswamy (Chapter 8, ``sec-qkov-beyond``).
 """
 
 from __future__ import annotations
