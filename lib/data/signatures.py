@@ -73,7 +73,7 @@ def token_rate(X, V: int) -> torch.Tensor:
 
 
 def label_signature(X, y, V: int, n_labels: int) -> torch.Tensor:
-    r"""Order-0 signature, shape ``(V, n_labels)``:
+    r"""Order-0 signature (Chapter 1, ``eq-sig-orders``), shape ``(V, n_labels)``:
 
     .. math:: \phi^y_s(\nu) = \frac{\sum_n c_s(X_n) 1[y_n=\nu]}{\sum_n c_s(X_n)}
               \approx P(y=\nu \mid s \in X).
@@ -87,7 +87,7 @@ def label_signature(X, y, V: int, n_labels: int) -> torch.Tensor:
 
 
 def contextual_signature(X, V: int) -> torch.Tensor:
-    r"""Co-occurrence signature, shape ``(V, V)``:
+    r"""Co-occurrence signature (Chapter 1, ``eq-sig-orders``), shape ``(V, V)``:
 
     .. math:: \phi^X_s(\mu) = \frac{\sum_n c_s(X_n) c_\mu(X_n)}{\sum_n c_s(X_n)},
 
@@ -99,8 +99,8 @@ def contextual_signature(X, V: int) -> torch.Tensor:
 
 
 def joint_signature(X, y, V: int, n_labels: int, tokens=None) -> torch.Tensor:
-    r"""Order-1 (context token, label) signature for rows ``s in tokens``,
-    shape ``(len(tokens), V, n_labels)``:
+    r"""Order-1 (context token, label) signature (Chapter 1, ``eq-sig-joint``) for rows
+    ``s in tokens``, shape ``(len(tokens), V, n_labels)``:
 
     .. math:: \phi^{X|y}_s(\mu,\nu) = \frac{\sum_n c_s(X_n) c_\mu(X_n) 1[y_n=\nu]}{\sum_n c_s(X_n)}.
 

@@ -115,7 +115,8 @@ def _dsilu(x: torch.Tensor) -> torch.Tensor:
 
 
 def bilinear_contrast(params: dict, data, layout) -> dict:
-    """The first-order XOR contrast of a silu Emb-MLP on ``[z, a, g]`` sequences.
+    """The first-order XOR contrast of a silu Emb-MLP on ``[z, a, g]`` sequences (Chapter 11,
+    ``eq-adam-contrast``).
 
     Returns ``{"u": (K, H), "M": (K, H, B), "aW": (K, H, B), "D_lin": (K,)}`` with
     ``u = a_E W1``, ``M[h, b]`` the mean over the (key, anchor) pairs of position ``b`` of
@@ -300,7 +301,8 @@ def predict_escape(
     exponent: float,
     d_star: float,
 ) -> np.ndarray:
-    r"""The two-phase law: escape step of bit 1 at each ``gamma``.
+    r"""The two-phase law (Chapter 11, ``eq-adam-plateau``): escape step of bit 1 at each
+    ``gamma``.
 
     The XOR contrast at the end of the sign phase (step ``t_entry``) measured at
     ``gamma_cal``, ``D_entry``, is carried to ``gamma`` by the seed law

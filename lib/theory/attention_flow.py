@@ -49,7 +49,8 @@ def _check_attention_model(model: Transformer):
 
 
 def attention_terms(model: Transformer, params, S: CountedSignatures, centre="uniform") -> dict:
-    """Residual (O(ε)), value (O(ε³)) and softmax self (O(ε³)) terms of the 1-layer model, (K, V, d)."""
+    """Residual (O(ε)), value (O(ε³)) and softmax self (O(ε³)) terms of the 1-layer model,
+    (K, V, d) (Chapter 4, ``eq-attn-expansion``)."""
     _check_attention_model(model)
     E, U = _w(params, "E"), _w(params, "U")
     WVO = _w(params, "V0") @ _w(params, "O0")  # (K, d, d)

@@ -115,7 +115,8 @@ def _taylor(activation: str) -> tuple[float, float]:
 
 
 def emb_mlp_order0(model: EmbMLP, params, S: CountedSignatures, centre="uniform"):
-    r"""Leading :math:`O(\varepsilon^2)` term :math:`c_1 r_s(\phi^y_s-c)W_2^\top W_1^\top`, (K, V, d)."""
+    r"""Leading :math:`O(\varepsilon^2)` term :math:`c_1 r_s(\phi^y_s-c)W_2^\top W_1^\top`, (K, V, d)
+    (Chapter 3, ``eq-ffn-expansion``; Chapter 2, ``eq-stair-order0``)."""
     c1, _ = _taylor(model.activation)
     W1, W2 = _w(params, "W1"), _w(params, "W2")
     c = centring(centre, S.n_labels, S, W1.shape[0])
@@ -161,7 +162,8 @@ def emb_mlp_contextual(model: EmbMLP, params, S: CountedSignatures):
 
 
 def emb_mlp_terms(model: EmbMLP, params, S: CountedSignatures, centre="uniform") -> dict:
-    """The three expansion terms ``order0``, ``order1``, ``contextual`` (each (K, V, d))."""
+    """The three expansion terms ``order0``, ``order1``, ``contextual`` (each (K, V, d)) of
+    Chapter 3, ``eq-ffn-expansion``."""
     return {
         "order0": emb_mlp_order0(model, params, S, centre),
         "order1": emb_mlp_order1(model, params, S, centre),
@@ -170,7 +172,8 @@ def emb_mlp_terms(model: EmbMLP, params, S: CountedSignatures, centre="uniform")
 
 
 def neg_grad_E(model, params, X, y) -> torch.Tensor:
-    """The true embedding gradient flow :math:`-\\partial L/\\partial E` by autograd, (K, V, d), float64."""
+    """The true embedding gradient flow :math:`-\\partial L/\\partial E` by autograd, (K, V, d),
+    float64 (Chapter 3, ``eq-ffn-gradient``)."""
     with torch.enable_grad():  # also inside the engine's no_grad callbacks
         p64 = {k: v.detach().to(F64).requires_grad_(k == "E") for k, v in params.items()}
         loss = cross_entropy(model.forward(p64, X), y).sum()
@@ -235,7 +238,9 @@ def linear_mode_strength_early(s: np.ndarray, a0: np.ndarray, b0: np.ndarray, t)
     r"""Mode strength :math:`u_k(t)=a_k(t)\cdot b_k(t)` of the linearised flow
     :math:`\dot a_k=s_kb_k,\ \dot b_k=s_ka_k` (valid while the mode is small):
 
-    .. math:: u_k(t)=\tfrac12(\|a_0\|^2+\|b_0\|^2)\sinh 2s_kt+a_0\cdot b_0\cosh 2s_kt.
+    .. math:: u_k(t)=\tfrac12(\|a_0\|^2+\|b_0\|^2)\sinh 2s_kt+a_0\cdot b_0\cosh 2s_kt
+
+    (Chapter 3, ``eq-linear-mode``).
 
     ``s`` (k,), ``a0``/``b0`` (k, d) the projections of E(0) on u_k and of W(0) on v_k;
     ``t`` (T,) continuous time (learning rate x steps). Returns (T, k).
@@ -247,7 +252,8 @@ def linear_mode_strength_early(s: np.ndarray, a0: np.ndarray, b0: np.ndarray, t)
 
 
 def linear_mode_onset(s: np.ndarray, a0: np.ndarray, b0: np.ndarray, theta: float) -> np.ndarray:
-    r"""Time at which the early-phase mode strength reaches ``theta`` (exact for the linearised flow):
+    r"""Time at which the early-phase mode strength reaches ``theta`` (exact for the linearised
+    flow; Chapter 3, ``eq-linear-time``):
 
     solves :math:`A\sinh 2st+B\cosh 2st=\theta`, i.e.
     :math:`t_k=\frac{1}{2s_k}\ln\frac{\theta+\sqrt{\theta^2+A^2-B^2}}{A+B}`

@@ -192,7 +192,8 @@ def feature_contrasts(layout) -> dict:
 
 
 def feature_drive(E: torch.Tensor, grad_E: torch.Tensor, layout) -> dict:
-    r"""Per family and instance: the size of the anchors' feature contrast,
+    r"""Per family and instance (Chapter 10, ``eq-order-drive``): the size of the anchors'
+    feature contrast,
     :math:`x=\|\sum_a f_a E_a\|`, and of the drive on it, :math:`\dot x=\|\sum_a f_a
     (-\partial L/\partial E_a)\|`. ``E`` and ``grad_E`` are ``(K, V, d)``; returns
     ``{"x_low", "x_high", "drive_low", "drive_high"}`` of shape ``(K,)`` (float64)."""
@@ -207,7 +208,8 @@ def feature_drive(E: torch.Tensor, grad_E: torch.Tensor, layout) -> dict:
 def predicted_boundary(drive: dict) -> torch.Tensor:
     r""":math:`\rho^*=x_{\rm high}\dot x_{\rm low}/(3\,x_{\rm low}\dot x_{\rm high})` per
     instance, from :func:`feature_drive` at initialization with equal strengths (the
-    blow-up times :math:`x/((k-2)\dot x)` of a 3-factor and a 5-factor product equal)."""
+    blow-up times :math:`x/((k-2)\dot x)` of a 3-factor and a 5-factor product equal;
+    Chapter 10, ``eq-order-boundary``)."""
     return drive["x_high"] * drive["drive_low"] / (3 * drive["x_low"] * drive["drive_high"])
 
 

@@ -37,7 +37,8 @@ __all__ = ["EmbMLP", "LinearEmb", "AttnEmbMLP", "Transformer", "build"]
 
 @dataclass
 class EmbMLP:
-    """Emb-MLP of Yao et al. (2025): f(X) = sigma((sum_{s in X} E_s) W1) W2, no biases."""
+    """Emb-MLP of Yao et al. (2025): f(X) = sigma((sum_{s in X} E_s) W1) W2, no biases
+    (Chapter 3, ``eq-embmlp``)."""
 
     vocab_size: int
     d_model: int
