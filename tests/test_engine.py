@@ -7,7 +7,7 @@ import torch
 from lib.env import ConfigError
 from lib.training.engine import TrainingDivergedError, cross_entropy, log_grid, log_steps, train
 from lib.training.init import ParamSpec, init_params
-from lib.training.layers import embed_sum
+from lib.training.layers import embed_sum, rmsnorm
 from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 
@@ -272,24 +272,24 @@ def _transformer_loop(model, params, X, k):
     L = X.shape[1]
     h = p["E"][X] + p["P"][:L]
     for layer in range(model.n_layers):
-        x = torch.nn.functional.layer_norm(h, h.shape[-1:]) if model.layernorm else h
+        x = rmsnorm(h) if model.norm == "rms" else h
         s = (x @ p[f"Q{layer}"]) @ (x @ p[f"K{layer}"]).transpose(1, 2) / model.dh**0.5
         s = s.masked_fill(torch.triu(torch.ones(L, L, dtype=torch.bool), 1), float("-inf"))
         h = h + torch.softmax(s, -1) @ (x @ p[f"V{layer}"]) @ p[f"O{layer}"]
         if model.d_mlp:
-            x = torch.nn.functional.layer_norm(h, h.shape[-1:]) if model.layernorm else h
+            x = rmsnorm(h) if model.norm == "rms" else h
             h = h + torch.relu(x @ p[f"W1_{layer}"]) @ p[f"W2_{layer}"]
-    if model.layernorm:
-        h = torch.nn.functional.layer_norm(h, h.shape[-1:])
+    if model.norm == "rms":
+        h = rmsnorm(h)
     out = h @ p["U"]
     return out[:, -1] if model.readout == "last" else out
 
 
-@pytest.mark.parametrize("layernorm", [False, True])
+@pytest.mark.parametrize("norm", ["none", "rms"])
 @pytest.mark.parametrize("readout", ["last", "all"])
-def test_transformer_matches_plain_loop(layernorm, readout):
+def test_transformer_matches_plain_loop(norm, readout):
     model = Transformer(
-        11, 8, context_len=6, n_layers=2, d_head=4, d_mlp=12, layernorm=layernorm, readout=readout
+        11, 8, context_len=6, n_layers=2, d_head=4, d_mlp=12, norm=norm, readout=readout
     )
     params = build(model, [0, 1, 2], gamma=0.5)
     X = torch.randint(0, 11, (5, 6), generator=torch.Generator().manual_seed(1))

@@ -37,10 +37,10 @@ def test_collapsed_specs_have_one_qk_matrix_per_layer():
     assert set(fac.specs()) - {"Q0", "K0", "Q1", "K1"} == names - {"QK0", "QK1"}
 
 
-@pytest.mark.parametrize("layernorm", [False, True])
+@pytest.mark.parametrize("norm", ["none", "rms"])
 @pytest.mark.parametrize("readout", ["last", "all"])
-def test_collapsed_equals_factorized_with_the_product(layernorm, readout):
-    fac, col, p_fac, p_col = _pair(layernorm=layernorm, readout=readout)
+def test_collapsed_equals_factorized_with_the_product(norm, readout):
+    fac, col, p_fac, p_col = _pair(norm=norm, readout=readout)
     g = torch.Generator().manual_seed(0)
     X2 = torch.randint(0, 11, (B, 5), generator=g)
     X3 = torch.randint(0, 11, (K, B, 5), generator=g)

@@ -42,9 +42,6 @@ def _tokens(seed=0, shape=(B, L)):
 
 
 def _ref_norm(h, norm):
-    if norm == "layer":
-        mu = h.mean(-1, keepdim=True)
-        return (h - mu) / ((h - mu).square().mean(-1, keepdim=True) + 1e-5).sqrt()
     if norm == "rms":
         return h / (h.square().mean(-1, keepdim=True) + 1e-6).sqrt()
     return h
@@ -83,9 +80,7 @@ def _reference(model, params, X, k):
     return out[:, -1] if model.readout == "last" else out
 
 
-OPTIONS = list(
-    itertools.product(["none", "layer", "rms"], ["plain", "swiglu"], ["learned", "rotary"])
-)
+OPTIONS = list(itertools.product(["none", "rms"], ["plain", "swiglu"], ["learned", "rotary"]))
 
 
 @pytest.mark.parametrize("readout", ["last", "all"])
@@ -103,31 +98,9 @@ def test_every_option_matches_a_hand_written_reference(norm, mlp, positions, rea
 # ----------------------------------------------------------------------------- defaults
 
 
-@pytest.mark.parametrize("readout", ["last", "all"])
-@pytest.mark.parametrize("layernorm", [False, True])
-def test_the_defaults_are_the_old_model_exactly(layernorm, readout):
-    implicit = _model(n_layers=2, layernorm=layernorm, readout=readout)
-    explicit = _model(
-        n_layers=2,
-        readout=readout,
-        norm="layer" if layernorm else "none",
-        mlp="plain",
-        positions="learned",
-    )
-    assert implicit == explicit and implicit.layernorm == explicit.layernorm == layernorm
-    assert list(implicit.specs()) == list(explicit.specs())
-    assert "P" in implicit.specs() and not any(n.startswith("W3") for n in implicit.specs())
-    params = _params(implicit)
-    for X in (_tokens(1), _tokens(2, (K, B, L))):
-        a, attn_a = implicit.forward(params, X, return_attention=True)
-        b, attn_b = explicit.forward(params, X, return_attention=True)
-        assert torch.equal(a, b)
-        assert all(torch.equal(x, y) for x, y in zip(attn_a, attn_b, strict=True))
-
-
 def test_the_example_is_unchanged():
     ex = Transformer.example(3)
-    assert (ex.norm, ex.mlp, ex.positions, ex.layernorm) == ("none", "plain", "learned", False)
+    assert (ex.norm, ex.mlp, ex.positions) == ("none", "plain", "learned")
     assert ex == Transformer(vocab_size=11, d_model=8, context_len=5, n_layers=2, n_out=7, d_mlp=8)
 
 
@@ -296,7 +269,7 @@ def test_qwen_is_causal(layout):
         (dict(norm="RMS"), "norm"),
         (dict(mlp="geglu"), "mlp"),
         (dict(positions="alibi"), "positions"),
-        (dict(layernorm=True, norm="rms"), "layernorm"),
+        (dict(norm="layer"), "norm"),
         (dict(positions="rotary", qk="collapsed"), "positions"),
         (dict(positions="rotary", d_head=5), "d_head"),
         (dict(mlp="swiglu", d_mlp=0), "d_mlp"),

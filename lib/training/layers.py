@@ -96,11 +96,6 @@ def lin(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     return torch.bmm(x.reshape(K, -1, x.shape[-1]), W).view(*x.shape[:-1], W.shape[-1])
 
 
-def _layernorm(h: torch.Tensor) -> torch.Tensor:
-    """Parameter-free LayerNorm (the book's models have no biases or gains)."""
-    return F.layer_norm(h, h.shape[-1:])
-
-
 RMS_EPS = 1e-6  # Qwen2.5's rms_norm_eps
 
 
@@ -113,7 +108,7 @@ def _identity(h: torch.Tensor) -> torch.Tensor:
     return h
 
 
-NORMS = {"none": _identity, "layer": _layernorm, "rms": rmsnorm}
+NORMS = {"none": _identity, "rms": rmsnorm}
 
 
 ROPE_BASE = 10000.0

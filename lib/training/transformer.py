@@ -27,9 +27,16 @@ from .layers import (
     rope_tables,
 )
 
-MLPS = ("plain", "swiglu")
-POSITIONS = ("learned", "rotary")
-OVS = ("learned", "identity")
+# Every string option and the values it takes.
+CHOICES = {
+    "readout": ("last", "all"),
+    "qk": ("factorized", "collapsed"),
+    "ov": ("learned", "identity"),
+    "norm": ("none", "rms"),
+    "mlp": ("plain", "swiglu"),
+    "positions": ("learned", "rotary"),
+    "activation": tuple(ACTIVATIONS),
+}
 
 __all__ = ["Transformer", "qk_product"]
 
@@ -45,23 +52,17 @@ class Transformer:
     ``qk="collapsed"`` replaces the factorized query-key circuit by one (d, d) matrix per
     layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 9).
 
-    Three options make it a small decoder shaped like Qwen2.5 (whose choices are
-    ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"``); the defaults are the book's
-    model and give exactly the outputs they always did:
+    Three options make it a small decoder shaped like Qwen2.5 (Chapter 5), whose choices are
+    ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"``; the defaults are the model of
+    the synthetic chapters:
 
-    - ``norm``: ``"none"`` (default), ``"layer"`` or ``"rms"``, a parameter-free pre-norm
-      (no gains or biases) applied to the input of attention, of the MLP and of the
-      unembedding. RMSNorm is h / sqrt(mean(h^2) + 1e-6). Norms are off by default because
-      they break the small-init expansion. ``layernorm=True`` is the older spelling of
-      ``norm="layer"``; after construction the two fields agree.
+    - ``norm``: ``"none"`` (default) or ``"rms"``, a parameter-free pre-RMSNorm,
+      h / sqrt(mean(h^2) + 1e-6), on the input of attention, of the MLP and of the
+      unembedding (off by default: a norm breaks the small-init expansion).
     - ``mlp``: ``"plain"`` (default), sigma(h W_1) W_2 with sigma = ``activation``; or
-      ``"swiglu"``, (silu(h W_1) * (h W_3)) W_2 with an extra weight ``W3_{layer}`` (d, d_mlp)
-      in group "mlp" (``activation`` is then unused; needs ``d_mlp > 0``).
+      ``"swiglu"``, (silu(h W_1) * (h W_3)) W_2 with an extra weight ``W3_{layer}``.
     - ``positions``: ``"learned"`` (default), a position table ``P`` added to E[x]; or
-      ``"rotary"``, RoPE (base 10000, rotate-half convention) applied to q and k of every
-      layer, with no ``P`` (h_0 = E[x]). Rotary needs an even ``d_head`` and
-      ``qk="factorized"``: the rotation sits between W_Q and W_K^T, so there is no single
-      W_QK to collapse to.
+      ``"rotary"``, RoPE (base 10000, rotate-half) on q and k of every layer, with no ``P``.
 
     ``ov="identity"`` drops the value and output weights: h += softmax(...) norm(h), so a
     context token reaches the readout only through the attention weights and its own
@@ -77,11 +78,10 @@ class Transformer:
     d_head: int | None = None
     d_mlp: int = 0
     activation: str = "relu"
-    layernorm: bool = False
     readout: str = "last"
     emb_fan_in: int | None = None  # default: vocab_size (the group's convention)
     qk: str = "factorized"  # or "collapsed": one W_QK per layer instead of W_Q, W_K
-    norm: str = "none"  # or "layer", "rms": parameter-free pre-norm
+    norm: str = "none"  # or "rms": parameter-free pre-RMSNorm
     mlp: str = "plain"  # or "swiglu" (adds W3_{layer})
     positions: str = "learned"  # or "rotary" (RoPE on q and k, no P)
     ov: str = "learned"  # or "identity": no W_V, W_O; attention mixes the residual stream itself
@@ -90,38 +90,30 @@ class Transformer:
     readout_sees_self: bool = True
 
     def __post_init__(self):
-        if self.ov not in OVS:
-            raise ValueError(f"ov must be one of {list(OVS)}, got {self.ov!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {sorted(NORMS)}, got {self.norm!r}")
-        if self.layernorm and self.norm not in ("none", "layer"):
-            raise ValueError(
-                f"layernorm=True contradicts norm={self.norm!r}; pass norm={self.norm!r} alone"
-            )
-        if self.layernorm or self.norm == "layer":
-            self.norm, self.layernorm = "layer", True
-        if self.mlp not in MLPS:
-            raise ValueError(f"mlp must be one of {list(MLPS)}, got {self.mlp!r}")
-        if self.mlp == "swiglu" and not self.d_mlp:
-            raise ValueError(f"mlp='swiglu' needs d_mlp > 0, got d_mlp={self.d_mlp}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {list(POSITIONS)}, got {self.positions!r}")
-        if self.positions == "rotary" and self.qk == "collapsed":
-            raise ValueError("positions='rotary' needs qk='factorized' (no single W_QK under RoPE)")
-        if self.positions == "rotary" and self.dh % 2:
-            raise ValueError(f"positions='rotary' needs an even d_head, got {self.dh}")
-        if self.qk not in ("factorized", "collapsed"):
-            raise ValueError(f"qk must be 'factorized' or 'collapsed', got {self.qk!r}")
-        if not self.readout_sees_self and (self.readout != "last" or self.n_layers != 1):
-            raise ValueError("readout_sees_self=False needs readout='last' and one layer")
-        if self.readout not in ("last", "all"):
-            raise ValueError(f"readout must be 'last' or 'all', got {self.readout!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}"
-            )
-        if self.n_layers < 1:
-            raise ValueError(f"n_layers must be >= 1, got {self.n_layers}")
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}"
+                )
+        rotary = self.positions == "rotary"
+        for broken, message in (
+            (
+                self.mlp == "swiglu" and not self.d_mlp,
+                f"mlp='swiglu' needs d_mlp > 0, got {self.d_mlp}",
+            ),
+            (
+                rotary and self.qk == "collapsed",
+                "positions='rotary' needs qk='factorized' (no one W_QK)",
+            ),
+            (rotary and self.dh % 2, f"positions='rotary' needs an even d_head, got {self.dh}"),
+            (
+                not self.readout_sees_self and (self.readout != "last" or self.n_layers != 1),
+                "readout_sees_self=False needs readout='last' and one layer",
+            ),
+            (self.n_layers < 1, f"n_layers must be >= 1, got {self.n_layers}"),
+        ):
+            if broken:
+                raise ValueError(message)
 
     @classmethod
     def example(cls, K: int = 3):
