@@ -13,7 +13,6 @@ torch.optim takes one scalar learning rate per parameter group, not one per inst
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,16 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..env import (
-    SMOKE_LOGS,
-    SMOKE_STEPS,
-    ConfigError,
-    perturbation,
-    quiet,
-    smoke,
-    smoke_all_logs,
-    smoke_record,
-)
+from ..env import ConfigError, perturbation, quiet
+from . import smoke
 from .init import per_instance, perturb
 from .optimizers import OPTIMIZERS, STEP, Hyper, clip_per_instance, per_instance_view
 
@@ -275,16 +266,10 @@ def train(
     Returns:
         A :class:`History`. Raises :class:`TrainingDivergedError` on NaN/inf.
 
-    In the smoke mode (``BOOK_SMOKE=1``, :mod:`lib.env`) only the first
-    :data:`~lib.env.SMOKE_STEPS` steps update the weights; the run is then logged at its
-    first :data:`~lib.env.SMOKE_LOGS` logging steps and its last one (at every one with
-    ``BOOK_SMOKE_LOGS=all``, so that the history has its full shape; and at every one in a
-    run logged at every step, a probe whose analysis reads its history by step), and the
-    seconds per step and per log are recorded (:func:`lib.env.smoke_record`).
-
-    The loop is :func:`_run`; before it, :func:`_check_args` refuses a bad call and
-    :func:`_learning_rates` gives each trained weight its per-instance rate, and after it
-    :func:`_record_smoke` records a smoke run's times.
+    The loop is :func:`_run`; before it, :func:`_check_args` refuses a bad call,
+    :func:`_learning_rates` gives each trained weight its per-instance rate and
+    :func:`lib.training.smoke.plan` cuts the run where the smoke mode asks (``BOOK_SMOKE=1``:
+    two updating steps, a few logs, their times recorded).
     """
     _check_args(optimizer, steps)
     _perturb_from_env(params)
@@ -296,20 +281,20 @@ def train(
     update = _Update(trained, state, lr_of, freeze_at, STEP[optimizer], hyper, clip, steps)
     next_batch = _batch_stream(data, optimizer, batch_size, seed)
     log = _Log(steps, log_at, callbacks)
-    timed = smoke()
-    cut = min(steps, SMOKE_STEPS) if timed else steps  # the steps that update the weights
     n_logs = len(log.at)
-    # The first logs and the last, the rest estimated; a run logged at every step (a probe,
-    # whose analysis reads its history by step) keeps every log.
-    if timed and not smoke_all_logs() and len(log.at) < steps + 1:
-        at = sorted(log.at)
-        log.at = set(at[:SMOKE_LOGS] + at[-1:])
-    t_run = time.perf_counter()
-    step_s, log_s = _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule,
-                         timed, desc)  # fmt: skip
+    run = smoke.plan(steps, log.at)
+    log.at = run.log_at
+    _run(model, params, steps, run, next_batch, loss_fn, log, update, schedule, desc)
     _check_finite(steps, params, None)
-    if timed:
-        _record_smoke(model, params, desc, steps, cut, step_s, n_logs, log, log_s, t_run)
+    run.clock.record(
+        desc=desc,
+        model=type(model).__name__,
+        K=next(iter(params.values())).shape[0],
+        steps=steps,
+        run_steps=run.cut,
+        n_logs=n_logs,
+        n_logs_run=len(log.at),
+    )
     return log.history()
 
 
@@ -394,11 +379,10 @@ class _Update:
                 )
 
 
-def _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule, timed, desc):
+def _run(model, params, steps, run, next_batch, loss_fn, log, update, schedule, desc):
     """The loop: at every step the loss, a finiteness check and the logs where they fall,
-    then (before ``cut``) an update. Returns the seconds of each timed step and of the logs.
-    """
-    step_s, log_s = [], 0.0
+    then (before ``run.cut``, the steps the smoke mode leaves) an update."""
+    cut, clock = run.cut, run.clock
     # A bar only where a person watches one long run: never under BOOK_QUIET (the build, the
     # tests, the benchmark's many short runs), and only once a run has lasted BAR_DELAY_S.
     bar = tqdm(
@@ -407,8 +391,8 @@ def _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule, 
     try:
         for step in range(steps + 1):
             if cut < step < steps and step not in log.at:
-                continue  # smoke mode: the weights no longer change; only the logs are run
-            t0 = time.perf_counter() if timed else 0.0
+                continue  # past the cut: the weights no longer change; only the logs are run
+            clock.step_started()
             X, y = next_batch(step)
             with torch.set_grad_enabled(step < cut):
                 loss = loss_fn(model.forward(params, X), y)
@@ -417,37 +401,15 @@ def _run(model, params, steps, cut, next_batch, loss_fn, log, update, schedule, 
             if step in log.at or not torch.isfinite(loss.detach()).all():
                 _check_finite(step, params, loss.detach())
             if step in log.at:
-                t_log = time.perf_counter() if timed else 0.0
+                clock.log_started()
                 log(step, params, loss)
-                if timed:
-                    log_s += time.perf_counter() - t_log
-                    t0 += time.perf_counter() - t_log
+                clock.log_ended()
             if step == steps:
                 break
             if step >= cut:
                 continue
             update(loss, step, 1.0 if schedule is None else float(schedule(step)))
-            if timed:
-                step_s.append(time.perf_counter() - t0)
+            clock.step_ended()
             bar.update(1)
     finally:
         bar.close()
-    return step_s, log_s
-
-
-def _record_smoke(model, params, desc, steps, cut, step_s, n_logs, log, log_s, t_run) -> None:
-    """A smoke run's seconds per step and per log (:func:`lib.env.smoke_record`)."""
-    smoke_record(
-        dict(
-            desc=desc,
-            model=type(model).__name__,
-            K=next(iter(params.values())).shape[0],
-            steps=steps,
-            run_steps=cut,
-            step_s=step_s,
-            n_logs=n_logs,
-            n_logs_run=len(log.at),
-            log_s=log_s,
-            wall_s=time.perf_counter() - t_run,
-        )
-    )
