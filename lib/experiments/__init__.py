@@ -24,7 +24,8 @@ Beside the chapters' modules: ``settings`` (a reader's own settings for ``make t
 (the staircase's batched training runs, which four chapters share), and the QK/OV
 chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
 ``qkov_official`` (the official code's saved outputs); Chapter 12's arms and escape times,
-``selective_escape``, and its distractor trap, ``selective_trap``.
+``selective_escape``, and its distractor trap, ``selective_trap``; Chapter 5's readings
+of its real-text runs (stairs over k, chain controls, order test), ``real_lm_stairs``.
 
 This is the layer that starts training runs: the chapters, their modules here and the
 shared runs call :func:`lib.training.engine.train`; the layers below define the models,

@@ -1,13 +1,13 @@
 """Chapter 5, the staircase in real language models: a small pre-norm decoder (RMSNorm,
-SwiGLU, rotary positions: the Qwen2.5 choices) trained on real text from small and from
-standard initialization, beside models of Markov chains fitted to the same text, and a
+SwiGLU, rotary positions: the Qwen2.5 choices) trained on real text at several init
+scales, beside models of the Markov chains of order 0 to 4 fitted to the same text, and a
 pretrained model's embedding.
 
-The plumbing of the chapter: the corpora, their targets (next token, the residual skip-2
-and skip-3 targets, previous token) and split-half ceilings, one batched training run per
-corpus and tokenization (the real-text model, its chain controls and its perturbed copies
-are instances of one model), the stair readings (onsets, levels, the paired test, the
-plateau test, stability) and the figures' layouts.
+The plumbing: the corpora, their targets (next token, the skip-k residuals beyond the
+order-(k-1) chain, previous token) and split-half ceilings, and one batched training run
+per corpus (real text at every init scale and every chain's model are instances of one
+model, logging the embedding's similarities and the n-gram picture). The readings of the
+stairs are in :mod:`lib.experiments.real_lm_stairs`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..book.style import COLORS, curve_bands, median_lines
 from ..data import chains, corpora, tokenizers, windows
 from ..data import signatures as sig
-from ..measure import lm, onsets, plateaus, statistics
+from ..measure import lm, ngram
 from ..measure import metrics as M
 from ..theory import flow
 from ..training import engine
-from ..training.init import perturb
 from ..training.models import Transformer, build
 from ..training.sweep import Instances
 from . import ChapterConfig
@@ -42,39 +40,46 @@ class Config(ChapterConfig):
 
     d_model, context_len, n_layers, d_mlp: the decoder (pre-RMSNorm, SwiGLU, rotary, one
         head, no biases or gains, next-token readout at every position).
-    batch_size: windows per step and instance (8 windows of 32 tokens: half the tokens of
-        the chapter's first version per step, so that more steps fit the budget).
-    seeds: the seeds; a seed fixes the initial weights and the stream of window starts, so
-        every instance of a seed (small and standard init, the chain controls, the perturbed
-        copies) sees windows at the same places of its own stream.
-    gamma: the small-initialization rate gamma (weights drawn with std fan_in^-gamma).
-    gamma_large: the comparator, the standard (LeCun) scale gamma = 0.5.
-    lr, weight_decay, steps: AdamW (constant rate, so the first n steps of a run are the
-        run of n steps, and a stair's level at a shorter length is read off the same run).
-    n_logs: about this many log-spaced logging steps per run (plus the lengths below).
-    runs: the (corpus, tokenization) runs on real text; corpus "shakespeare", "kjv" or
-        "wiki", tokenization "char" or "bpe". The first is the main run.
-    markov_orders: the chains fitted to the main run's text that train beside it (order 1:
-        the bigram chain, nothing beyond the next token; 2: the trigram chain, a skip-2
-        residual and no skip-3 one; 3: both). Every other run trains beside its order-1 chain.
+    batch_size: windows per step and instance.
+    seeds: the seeds; a seed fixes the initial weights and the window starts, so every
+        instance of a seed (each init scale, each chain's model) sees windows at the same
+        places of its own stream.
+    gamma: the main init scale (weights drawn with std fan_in^-gamma; 1 is small init).
+    gamma_large: the standard (LeCun) scale gamma = 0.5.
+    gammas: every init scale the real text trains at (the first two are gamma and
+        gamma_large); the chains' models train at gamma.
+    lr, weight_decay, steps: AdamW at a constant rate. The horizon is set so that the
+        skip-3 positive control can resolve at book scale within the CPU budget; a higher
+        rate than the chapter's first version (1e-3), so fewer steps cover the same motion.
+    n_logs: about this many log-spaced logging steps.
+    runs: the (corpus, tokenization) runs on real text. The first is the main run; every
+        other trains at gamma beside its order-1 chain.
+    markov_orders: the chains fitted to the main run's text that train beside it (order k:
+        a skip-k residual and no skip-(k+1) one). They set the stairs k = 1 .. max order.
+    unigram_chain: also train on the order-0 chain (the unigram, no next-token structure):
+        the negative control of the first stair.
     control_seed, control_chains: the chains' sampler seed and parallel chains.
-    bpe_vocab: the byte-pair tokenizer's vocabulary size.
-    top_char, top_bpe: how many of the most frequent tokens are tracked per tokenization.
+    bpe_vocab, top_char, top_bpe: the byte-pair vocabulary, and how many of the most
+        frequent tokens are tracked per tokenization.
     n_perm: permutations of the token labels in each permutation null.
     onset_frac: the fraction of a climb at which a stair's onset is read.
-    end_logs: a curve's level at a length is its mean over this many logs ending there.
+    end_logs: a curve's level at the end is its mean over this many logs.
     paired_q: the quantile of the paired test's null that the difference must pass.
+    paired_tests: the paired tests, named before the run for every corpus: (target,
+        chain) pairs, real text against the model of the chain one order below.
+    control_q: the level of the negative controls' family-wise floor (the max over every
+        target the control must not climb and every logged step, under the null).
+    positive_min: the share of seeds whose positive control must climb for a stair k to
+        be resolved at this scale.
+    rate_min: a share of seeds is a finding only when its whole exact interval lies above
+        this (with three seeds it never does: such shares are measured).
+    order_alpha: the level of the seed-level onset-order test.
+    n_order_perm, n_boot: permutations of the order test, bootstrap draws over seeds.
     min_wait_over_rise: a plateau lasts at least this many times as long as the rise after
-        it (linear time, as in Chapter 2).
-    n_copies: perturbed copies of every small-init seed of the main run (stability).
-    perturb_rel: the relative size of the copies' perturbation of the initial weights.
-    onset_tol_logs: how many logging steps an onset may move in a perturbed copy.
-    widths: the widths of the growth curve: the main run's d, then one batched run each.
-    width_seeds: the seeds of the wider runs (small init, real text only).
-    lengths: the training lengths at which the stairs' levels are read, as fractions of
-        ``steps``.
+        it (linear time, as in Chapter 2), inside the null band on both sides.
+    n_eval_windows: the windows on which the n-gram picture is read at every log.
     pretrained_top, pretrained_chars, pretrained_corpora, pretrained_quantiles: the
-        pretrained model's comparison (its most frequent tokens per corpus, how much of each
+        pretrained model's readout (its most frequent tokens per corpus, how much of each
         corpus is tokenized, which corpora, the band of its null).
     """
 
@@ -83,15 +88,17 @@ class Config(ChapterConfig):
     n_layers: int = 2
     d_mlp: int = 64
     batch_size: int = 8
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = (0, 1, 2)
     gamma: float = 1.0
     gamma_large: float = 0.5
-    lr: float = 1e-3
+    gammas: tuple[float, ...] = (1.0, 0.5, 0.75, 1.25)
+    lr: float = 3e-3
     weight_decay: float = 0.01
-    steps: int = 2000
+    steps: int = 4000
     n_logs: int = 36
-    runs: tuple[tuple[str, str], ...] = (("shakespeare", "char"), ("kjv", "char"))
-    markov_orders: tuple[int, ...] = (1, 2, 3)
+    runs: tuple[tuple[str, str], ...] = (("shakespeare", "char"),)
+    markov_orders: tuple[int, ...] = (1, 2, 3, 4)
+    unigram_chain: bool = True
     control_seed: int = 0
     control_chains: int = 4096
     bpe_vocab: int = 512
@@ -101,13 +108,19 @@ class Config(ChapterConfig):
     onset_frac: float = 0.5
     end_logs: int = 3
     paired_q: float = 0.99
+    paired_tests: tuple[tuple[str, str], ...] = (
+        ("res_skip2", "markov1"),
+        ("res_skip3", "markov2"),
+        ("res_skip4", "markov3"),
+    )
+    control_q: float = 0.99
+    positive_min: float = 1.0
+    rate_min: float = 0.5
+    order_alpha: float = 0.05
+    n_order_perm: int = 10000
+    n_boot: int = 2000
     min_wait_over_rise: float = 1.0
-    n_copies: int = 1
-    perturb_rel: float = 1e-6
-    onset_tol_logs: int = 2
-    widths: tuple[int, ...] = (32, 64, 128)
-    width_seeds: tuple[int, ...] = (0,)
-    lengths: tuple[float, ...] = (0.25, 0.5, 1.0)
+    n_eval_windows: int = 16
     pretrained_top: int = 200
     pretrained_chars: int | None = 1_000_000
     pretrained_corpora: tuple[str, ...] = ("shakespeare", "kjv", "wiki")
@@ -115,22 +128,27 @@ class Config(ChapterConfig):
 
 
 OVERRIDES = {
-    # ci: the main run with three seeds, and one wider run.
+    # ci: two init scales, the chains up to order 3, a shorter horizon.
     "ci": dict(
-        seeds=(0, 1, 2),
-        runs=(("shakespeare", "char"),),
+        gammas=(1.0, 0.5),
+        steps=1500,
+        markov_orders=(1, 2, 3),
+        paired_tests=(("res_skip2", "markov1"), ("res_skip3", "markov2")),
         n_perm=100,
-        widths=(32, 64),
+        n_order_perm=2000,
+        n_boot=500,
         pretrained_chars=500_000,
     ),
-    # paper: the size a GPU run would use: d = 128 (widths up to 512), context 128, 7.4
-    # epochs of Shakespeare's characters, both tokenizations of two more corpora.
+    # paper: the size a GPU run would use (d = 128, context 128), five seeds, both
+    # tokenizations of Shakespeare, KJV and Wikipedia beside their order-1 chains.
     "paper": dict(
         d_model=128,
         context_len=128,
         d_mlp=256,
         batch_size=32,
-        steps=8000,
+        seeds=(0, 1, 2, 3, 4),
+        lr=1e-3,
+        steps=16000,
         n_logs=60,
         runs=(
             ("shakespeare", "char"),
@@ -141,10 +159,6 @@ OVERRIDES = {
         bpe_vocab=4096,
         top_bpe=500,
         n_perm=500,
-        n_copies=2,
-        widths=(128, 256, 512),
-        width_seeds=(0, 1),
-        lengths=(0.05, 0.25, 1.0),
         pretrained_top=1000,
         pretrained_chars=None,
     ),
@@ -155,75 +169,93 @@ LOADERS = {
     "kjv": corpora.load_kjv,
     "wiki": corpora.load_wiki,
 }
-# The targets of W^E: the first stair, and the residual ones (what the token two back adds
-# beyond the bigram chain, three back beyond the trigram chain), each read as a part
-# correlation beyond the geometry of the stairs before it.
-TARGETS = ["next", "res_skip2", "res_skip3"]
-RESIDUAL = TARGETS[1:]
-ORTHOGONAL = {"res_skip2": ("next",), "res_skip3": ("next", "res_skip2")}
-PREVIOUS = {"next": None, "res_skip2": "next", "res_skip3": "res_skip2"}
-LABEL = {
-    "next": r"$\phi^{\rm next}$",
-    "res_skip2": "skip-2 residual",
-    "res_skip3": "skip-3 residual",
-    "previous": r"$\varphi^{\rm pre}$",
-}
-NAME = {  # in words, for tables
-    "next": "next token",
-    "res_skip2": "skip-2 residual",
-    "res_skip3": "skip-3 residual",
-    "previous": "previous token",
-}
-COLOR = {
-    "next": COLORS["next"],
-    "res_skip2": COLORS["skip2"],
-    "res_skip3": COLORS["skip3"],
-    "previous": COLORS["previous"],
-}
 TITLE = {
     "shakespeare": "Shakespeare",
     "kjv": "KJV",
     "wiki": "Wikipedia",
     "text": "real text",
-    "markov1": "order-1 chain",
-    "markov2": "order-2 chain",
-    "markov3": "order-3 chain",
+    **{f"markov{o}": f"order-{o} chain" for o in range(6)},
 }
+
+
+def chain_orders(cfg: Config) -> tuple[int, ...]:
+    """The orders of the chains that train beside the main run, 0 first where it does."""
+    return ((0,) if cfg.unigram_chain else ()) + tuple(cfg.markov_orders)
+
+
+def residual_names(cfg: Config) -> list[str]:
+    """The skip-k residual targets the run reads: k = 2 .. the highest chain order."""
+    return [f"res_skip{k}" for k in range(2, max(cfg.markov_orders) + 1)]
+
+
+def target_names(cfg: Config) -> list[str]:
+    """The embedding's targets, stair by stair: the next token (k = 1), then the residuals."""
+    return ["next", *residual_names(cfg)]
+
+
+def orthogonal(names) -> dict[str, tuple[str, ...]]:
+    """Each residual target is read as a part correlation beyond every earlier stair's."""
+    return {n: tuple(names[:i]) for i, n in enumerate(names) if i}
+
+
+def stair_k(name: str) -> int:
+    """The stair of a target: 1 for the next token, k for the skip-k residual."""
+    return 1 if name == "next" else int(name.removeprefix("res_skip"))
 
 
 # --- the corpora, their targets and ceilings --------------------------------------------
 
 
-def targets(stream, V: int, tracked, L: int | None = None) -> dict:
-    """The targets of the tracked tokens, centred: the embedding's (next token, the skip-2
-    residual beyond the bigram chain, :func:`lib.data.chains.residual_skip_signature`, and the
-    skip-3 residual beyond the trigram chain, :func:`lib.data.chains.residual_beyond_chain`)
-    and the unembedding's (``previous``)."""
-    phi = {
-        "next": sig.next_token_signature(stream, V, rows=tracked),
-        "res_skip2": chains.residual_skip_signature(stream, V, 2, rows=tracked),
-        "res_skip3": chains.residual_beyond_chain(stream, V, 3, rows=tracked),
-        "previous": sig.previous_token_signature(stream, V, rows=tracked),
-    }
+def targets(stream, V: int, tracked, kmax: int) -> dict:
+    """The centred targets of the tracked tokens: the next token, the skip-k residual beyond
+    the order-(k-1) chain for k = 2 .. ``kmax`` (:func:`lib.data.chains.residual_beyond_chain`;
+    k = 2 is :func:`lib.data.chains.residual_skip_signature`), and the previous token."""
+    phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
+    for k in range(2, kmax + 1):
+        fn = chains.residual_skip_signature if k == 2 else chains.residual_beyond_chain
+        phi[f"res_skip{k}"] = fn(stream, V, k, rows=tracked)
+    phi["previous"] = sig.previous_token_signature(stream, V, rows=tracked)
     return {n: sig.centre(p) for n, p in phi.items()}
 
 
-def split_halves(a: dict, b: dict) -> dict[str, float]:
-    """Split-half agreement of every target, as the chapter reads it: plain R for the next-
-    and previous-token targets, part R beyond the earlier stairs' targets for the residual
-    ones (:func:`lib.measure.lm.part_agreement`), each estimate against its own half's references."""
-    out = {n: lm.signature_agreement(a[n], b[n]) for n in ("next", "previous")}
-    for n, refs in ORTHOGONAL.items():
-        out[n] = lm.part_agreement(a[n], b[n], [a[z] for z in refs], [b[z] for z in refs])
-    return out
+def semipartial_agreement(a: dict, b: dict, name: str, refs) -> float:
+    """The split-half ceiling of a semipartial reading: the target estimated on one half,
+    its whole geometry playing the embedding, read as the chapter reads an embedding against
+    the other half's part beyond its references; the mean of the two directions."""
+    out = []
+    for x, y in ((a, b), (b, a)):
+        S = M.cosine_similarity_matrix(torch.as_tensor(x[name]) - x[name].mean(0))[None, None]
+        phi = {n: y[n] for n in (*refs, name)}
+        r = lm.alignment_curves(
+            S, phi, n_perm=1, orthogonal_to={name: tuple(refs)} if refs else None
+        )
+        out.append(float(r[name]["R"][0, 0]))
+    return float(np.mean(out))
+
+
+def unigram_stream(stream, V: int, n_tokens: int, seed: int) -> torch.Tensor:
+    """The order-0 chain: ``n_tokens`` drawn independently from the stream's unigram."""
+    p = torch.bincount(stream.cpu(), minlength=V).double()
+    gen = torch.Generator().manual_seed(int(seed))
+    out = torch.multinomial(p / p.sum(), n_tokens, replacement=True, generator=gen)
+    return out.to(stream.device)
+
+
+def chain_stream(cfg: Config, stream, V: int, order: int) -> torch.Tensor:
+    """The stream of the order-``order`` chain fitted to ``stream``, as long as it."""
+    if order == 0:
+        return unigram_stream(stream, V, len(stream), cfg.control_seed)
+    return chains.markov_stream(
+        stream, V, order, len(stream), cfg.control_seed, n_chains=cfg.control_chains
+    )
 
 
 def corpus_data(cfg: Config, device) -> dict[Run, dict]:
-    """Per run: the tokenizer's vocabulary size ``V``, the training ``streams`` of every
-    source (``"text"``, and ``"markov{order}"``: chains fitted to the text, as long as it),
-    the tracked tokens, the targets of every source (``phi``), the split-half agreements
-    (``split``) and ceilings of the text's targets, and how much each residual target shares
-    with the next-token one (``shared``)."""
+    """Per run: ``V``, the training ``streams`` of every source (``"text"``, and
+    ``"markov{order}"``), the tracked tokens, the targets of every source (``phi``), the
+    split-half ``ceiling`` of each reading (plain R for the next and previous token, the
+    semipartial for the residuals, :func:`semipartial_agreement`) and the ``shared``
+    geometry of each residual with the earlier targets (their multiple correlation)."""
     data = {}
     for n_run, (corpus, kind) in enumerate(cfg.runs):
         c = LOADERS[corpus]()
@@ -239,88 +271,107 @@ def corpus_data(cfg: Config, device) -> dict[Run, dict]:
         tracked = sig.frequent_in_both_halves(
             streams["text"], halves, V, cfg.top_char if kind == "char" else cfg.top_bpe
         )
-        for order in cfg.markov_orders if n_run == 0 else (1,):
-            streams[f"markov{order}"] = chains.markov_stream(
-                streams["text"], V, order, len(streams["text"]), cfg.control_seed,
-                n_chains=cfg.control_chains,
-            )  # fmt: skip
-        phi = {src: targets(s, V, tracked) for src, s in streams.items()}
-        split = split_halves(*(targets(h, V, tracked) for h in halves))
+        orders = chain_orders(cfg) if n_run == 0 else (1,)
+        for order in orders:
+            streams[f"markov{order}"] = chain_stream(cfg, streams["text"], V, order)
+        kmax = max(cfg.markov_orders) if n_run == 0 else 2
+        phi = {src: targets(s, V, tracked, kmax) for src, s in streams.items()}
+        a, b = (targets(h, V, tracked, kmax) for h in halves)
+        names = [n for n in phi["text"] if n != "previous"]
+        refs = orthogonal(names)
+        ceiling = {n: lm.signature_agreement(a[n], b[n]) for n in ("next", "previous")}
+        ceiling |= {n: semipartial_agreement(a, b, n, refs[n]) for n in refs}
+        shared = {}
+        for n, zs in refs.items():
+            S = M.cosine_similarity_matrix(torch.as_tensor(phi["text"][n]) - phi["text"][n].mean(0))
+            r = lm.alignment_curves(S[None, None], {z: phi["text"][z] for z in zs}, n_perm=1)
+            shared[n] = float(np.sqrt(np.sum([r[z]["R"][0, 0] ** 2 for z in zs])))
         data[corpus, kind] = dict(
             tok=tok,
             V=V,
             streams=streams,
             tracked=tracked,
             phi=phi,
-            split=split,
-            ceiling={n: statistics.split_half_ceiling(r) for n, r in split.items()},
-            shared={
-                n: lm.signature_agreement(phi["text"][n], phi["text"]["next"]) for n in RESIDUAL
-            },
+            names=names,
+            ceiling=ceiling,
+            shared=shared,
+            halves=halves,
         )
     return data
+
+
+def skip2_ceiling(cfg: Config, corpus: str) -> float:
+    """The split-half ceiling of the skip-2 reading on another corpus's characters (its own
+    tracked tokens), as :func:`corpus_data` computes the main run's."""
+    c = LOADERS[corpus]()
+    tok = tokenizers.CharTokenizer(c.text)
+    halves = [tok.encode(h) for h in corpora.train_halves(c)]
+    stream = tok.encode(corpora.split_by_document(c)[0])
+    tracked = sig.frequent_in_both_halves(stream, halves, tok.vocab_size, cfg.top_char)
+    a, b = (targets(h, tok.vocab_size, tracked, 2) for h in halves)
+    return semipartial_agreement(a, b, "res_skip2", ("next",))
+
+
+def other_residual(D: dict, corpus: str) -> tuple[list[int], torch.Tensor]:
+    """Another corpus's skip-2 residual on the main run's tracked characters that it shares
+    (a target that must not explain the main run's stair): ``(kept rows, target)``."""
+    text = LOADERS[corpus]().text
+    tok, chars = D["tok"], set(text)
+    keep = [i for i, t in enumerate(D["tracked"]) if tok.id_to_token(t) in chars]
+    ids = tok.encode("".join(ch for ch in text if ch in set(tok.chars)))
+    phi = targets(ids, D["V"], [D["tracked"][i] for i in keep], 2)
+    return keep, phi["res_skip2"]
 
 
 # --- the model, the instances and one batched run ---------------------------------------
 
 
-def decoder(cfg: Config, V: int, d_model: int | None = None) -> Transformer:
+def decoder(cfg: Config, V: int) -> Transformer:
     """The chapter's decoder (pre-RMSNorm, SwiGLU, rotary, one head; token embedding with
-    fan-in d, since a lookup reads one row per position), at width ``d_model`` (the SwiGLU
-    width scales with it)."""
-    d = cfg.d_model if d_model is None else d_model
+    fan-in d, since a lookup reads one row per position)."""
     return Transformer(
         V,
-        d,
+        cfg.d_model,
         cfg.context_len,
         n_layers=cfg.n_layers,
-        d_mlp=cfg.d_mlp * d // cfg.d_model,
+        d_mlp=cfg.d_mlp,
         readout="all",
         norm="rms",
         mlp="swiglu",
         positions="rotary",
-        emb_fan_in=d,
+        emb_fan_in=cfg.d_model,
     )
 
 
-def instances(cfg: Config, sources, seeds=None, inits=("small", "standard"), copies: int = 0):
-    """Real text from each init in ``inits``, every other source from small init, and
-    ``copies`` perturbed copies of every small-init real-text instance; seeds fastest."""
+def instances(cfg: Config, sources, gammas=None, seeds=None) -> Instances:
+    """Real text at each init scale of ``gammas``, then every chain of ``sources`` at
+    ``gamma``; seeds fastest. Labels: ``source``, ``gamma``, ``seed``."""
     seeds = cfg.seeds if seeds is None else seeds
-    rows = [dict(source="text", init=i, seed=s, copy=0) for i in inits for s in seeds]
-    rows += [dict(source=src, init="small", seed=s, copy=0) for src in sources for s in seeds]
-    rows += [
-        dict(source="text", init="small", seed=s, copy=c)
-        for c in range(1, copies + 1)
-        for s in seeds
-    ]
+    gammas = cfg.gammas if gammas is None else gammas
+    rows = [dict(source="text", gamma=gm, seed=s) for gm in gammas for s in seeds]
+    rows += [dict(source=src, gamma=cfg.gamma, seed=s) for src in sources for s in seeds]
     return Instances(rows)
 
 
-def gammas(cfg: Config, inst: Instances) -> list[float]:
-    return [cfg.gamma if init == "small" else cfg.gamma_large for init in inst["init"]]
-
-
 def log_at(cfg: Config) -> np.ndarray:
-    """The logging steps: about ``n_logs`` log-spaced ones and the lengths of the growth
-    curve, each with the ``end_logs - 1`` logs before it on an even grid of its own."""
-    extra = [round(f * cfg.steps) for f in cfg.lengths]
-    return np.union1d(engine.log_steps(cfg.steps, cfg.n_logs), extra)
+    return engine.log_steps(cfg.steps, cfg.n_logs)
 
 
-def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=None) -> dict:
-    """Train every instance on its own source's stream in one batched run (AdamW). The
-    perturbed copies start from their instance's weights times ``1 + perturb_rel * z``, each
-    with its own noise (:func:`lib.training.init.perturb`). Returns the history (``S_E`` and ``S_U``:
-    the increments' similarities over the tracked tokens) and the instances."""
-    model = decoder(cfg, D["V"], d_model)
-    params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
-    copies = [k for k, c in enumerate(inst["copy"]) if c]
-    if copies:
-        noisy = perturb(params, cfg.perturb_rel, seed=1)
-        with torch.no_grad():
-            for n, p in params.items():
-                p[copies] = noisy[n][copies].detach()
+def fixed_windows(stream, n: int, L: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` windows of ``L`` tokens evenly spaced over ``stream`` and their next tokens."""
+    starts = np.linspace(0, len(stream) - L - 2, n).astype(int)
+    X = torch.stack([stream[s : s + L] for s in starts])
+    y = torch.stack([stream[s + 1 : s + L + 1] for s in starts])
+    return X, y
+
+
+def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str) -> dict:
+    """Train every instance on its own source's stream in one batched run (AdamW). Logs the
+    increments' similarities (``S_E``, ``S_U``) and the n-gram picture on the text
+    (``kl1`` .. ``kl4``: KL from the text's k-gram predictors, :mod:`lib.measure.ngram`;
+    ``chain_loss{o}``: the loss on windows of the order-o chains)."""
+    model = decoder(cfg, D["V"])
+    params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
     sources = list(dict.fromkeys(inst["source"]))
     stream = torch.stack([D["streams"][s] for s in sources])
     data = windows.window_sampler(
@@ -332,6 +383,15 @@ def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=
         stream_of=[sources.index(s) for s in inst["source"]],
     )
     callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
+    text = D["streams"]["text"]
+    models = ngram.kgram_models(text.cpu(), D["V"], orders=(1, 2, 3, 4))
+    X_eval, _ = fixed_windows(text, cfg.n_eval_windows, cfg.context_len)
+    chain = {
+        o: fixed_windows(D["streams"][f"markov{o}"], cfg.n_eval_windows, cfg.context_len)
+        for o in (1, 2, 3)
+        if f"markov{o}" in D["streams"]
+    }
+    callbacks |= ngram.ngram_callbacks(model, X_eval, models, chain)
     hist = engine.train(
         model,
         params,
@@ -349,27 +409,27 @@ def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str, d_model=
 
 def read_run(cfg: Config, D: dict, run: dict) -> dict:
     """Every instance against the real text's targets (``emb``: plain R for the next token,
-    part R beyond the earlier stairs for the residual targets), each control against its
-    own chain's targets (``own``), the real-text instances' unembedding against the
-    previous-token signature (``unemb``), and the stairs of every instance (``st``)."""
-    hist, inst = run["hist"], run["inst"]
-    phi = {n: D["phi"]["text"][n] for n in TARGETS}
-    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.n_perm, orthogonal_to=ORTHOGONAL)
+    part R beyond the earlier stairs for the residuals), each chain's model against its
+    own chain's targets (``own``), and the real-text instances' unembedding against the
+    previous-token signature (``unemb``)."""
+    hist, inst, names = run["hist"], run["inst"], D["names"]
+    refs = orthogonal(names)
+    phi = {n: D["phi"]["text"][n] for n in names}
+    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.n_perm, orthogonal_to=refs)
     own = {}
     for src in dict.fromkeys(inst["source"]):
         if src != "text":
-            rows = inst.index(source=src)
             own[src] = lm.alignment_curves(
-                hist["S_E"][:, rows],
-                {n: D["phi"][src][n] for n in TARGETS},
+                hist["S_E"][:, inst.index(source=src)],
+                {n: D["phi"][src][n] for n in names},
                 n_perm=cfg.n_perm,
-                orthogonal_to=ORTHOGONAL,
+                orthogonal_to=refs,
             )
-    text = inst.index(source="text", copy=0)
+    text = inst.index(source="text")
     unemb = lm.alignment_curves(
         hist["S_U"][:, text], {"previous": D["phi"]["text"]["previous"]}, n_perm=cfg.n_perm
     )["previous"]
-    return dict(run, emb=emb, own=own, unemb=unemb, st=stairs(hist.steps, emb, cfg))
+    return dict(run, emb=emb, own=own, unemb=unemb)
 
 
 def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
@@ -377,7 +437,7 @@ def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
     decoder, the first batch of the real text) and its order-0 term
     :func:`lib.theory.flow.residual_path_gradient`."""
     model = decoder(cfg, D["V"])
-    params = build(model, inst["seed"], gamma=gammas(cfg, inst), device=device)
+    params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
     X, y = windows.window_sampler(
         D["streams"]["text"], cfg.context_len, cfg.batch_size, inst["seed"], device=device
     )(0)
@@ -388,106 +448,5 @@ def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
     return M.field_cosine(grad, G0).cpu().numpy()
 
 
-# --- reading the stairs ------------------------------------------------------------------
-
-
-def stairs(steps, curves: dict, cfg: Config) -> dict:
-    """Per instance, the stairs of the targets read off their curves
-    (:func:`lib.measure.lm.curve_stairs`: every onset searched from the first step)."""
-    return lm.curve_stairs(steps, curves, PREVIOUS, cfg.onset_frac, cfg.end_logs)
-
-
-def paired(curves: dict, target: str, a, b, cfg: Config) -> dict:
-    """The paired test of ``target``'s end levels, instance ``a[k]`` against ``b[k]``
-    (:func:`lib.measure.statistics.paired_test` at ``paired_q``)."""
-    return statistics.paired_test(curves[target], a, b, cfg.end_logs, cfg.paired_q)
-
-
-def climbs(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
-    """Per instance of ``rows``: the stair before ``target`` has an onset and ``target``'s
-    stair comes after it (both searched from the first step)."""
-    a, b = st[PREVIOUS[target]][rows], st[target][rows]
-    return np.isfinite(a) & np.isfinite(b) & (b > a)
-
-
-def plateau_tests(steps, emb: dict, st: dict, rows) -> tuple[dict, dict]:
-    """The plateau test of each residual stair on the instances ``rows``, and of its smooth
-    controls: ``plateau[n] = (wait, rise, wait / rise)`` and ``control[n, name] = wait / rise``
-    of each curve of :func:`lib.measure.plateaus.smooth_rises` (read against the same null, from the same
-    previous onset, with their own half-way onsets)."""
-    plateau, control = {}, {}
-    for n in RESIDUAL:
-        after, onset, null_hi = st[PREVIOUS[n]][rows], st[n][rows], emb[n]["null_hi"]
-        wait, rise = plateaus.plateau_and_rise(steps, emb[n]["R"][:, rows], null_hi, after, onset)
-        plateau[n] = (wait, rise, wait / rise)
-        for name, curve in plateaus.smooth_rises(steps, st[f"{n}_end"][rows], onset).items():
-            w, r = plateaus.plateau_and_rise(
-                steps, curve, null_hi, after, onsets.half_onset(steps, curve)
-            )
-            control[n, name] = w / r
-    return plateau, control
-
-
-def separation(st: dict, rows, target: str = "res_skip2") -> np.ndarray:
-    """Decades of training between the next-token onset and a residual one, per instance
-    (NaN where either stair is missing): how distinct the two stairs are on a log axis."""
-    return np.log10(st[target][rows] / st["next"][rows])
-
-
-def distinct(st: dict, small, standard, target: str = "res_skip2") -> np.ndarray:
-    """Per seed: the stairs are further apart under small than under standard init. A
-    residual stair missing under standard init counts as less distinct; one missing under
-    small init, as not more distinct."""
-    a, b = separation(st, small, target), separation(st, standard, target)
-    return np.nan_to_num(a, nan=-np.inf) > np.nan_to_num(b, nan=-np.inf)
-
-
-def verdicts(st: dict, rows, paired_margin) -> np.ndarray:
-    """Per instance of ``rows``: (next-token stair, skip-2 stair after it, skip-3 stair after
-    that, real text beats the bigram-only model), the verdicts a perturbed copy must keep."""
-    return np.stack(
-        [
-            np.isfinite(st["next"][rows]),
-            climbs(st, rows, "res_skip2"),
-            climbs(st, rows, "res_skip3"),
-            np.asarray(paired_margin) > 0,
-        ],
-        -1,
-    )
-
-
-# --- words -------------------------------------------------------------------------------
-
-
 def run_title(run: Run, sep: str = ", ") -> str:
     return f"{TITLE[run[0]]}{sep}{'characters' if run[1] == 'char' else 'BPE'}"
-
-
-# --- figures ----------------------------------------------------------------------------
-
-
-def init_title(init: str, gamma: float) -> str:
-    """A panel's initialization in words: ``small init (γ = 1)``; a larger γ is a smaller
-    init (weights of std fan_in^-γ)."""
-    return f"{init} init (γ = {gamma:g})"
-
-
-def plot_alignment(ax, steps, curves: dict, rows, names=TARGETS, null="res_skip2", ls="-"):
-    """W^E's R_cos with each target in ``names`` over training, and one target's null."""
-    curve_bands(ax, steps, curves, rows, names, COLOR, LABEL, null, ls)
-
-
-def mark_onsets(ax, st: dict, rows, names=TARGETS) -> None:
-    """A dotted line at the median onset of each stair that has one in some seed."""
-    median_lines(ax, st, rows, names, COLOR)
-
-
-# --- the pretrained model ---------------------------------------------------------------
-
-
-def pretrained_targets(streams, top: int, L: int):
-    """The most frequent ``top`` token ids of the first stream that every stream has enough
-    of (:func:`lib.data.signatures.frequent_in_every_stream`, compact ids) and their
-    targets (:func:`targets`). Returns ``(top ids, targets of each stream)``."""
-    used, parts, top_c = sig.frequent_in_every_stream(streams, top, L, min_count=10)
-    return used[top_c].tolist(), [targets(p, len(used), top_c) for p in parts]
