@@ -29,7 +29,7 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"seed\d*$", ">= 0"),
     (r"(^|_)steps$", ">= 1"),
     (r"(^|_)(tol|eps|rel|clip)$", ">= 0"),  # tolerances, perturbations, gradient clips
-    (r"(^|_)q$|quantiles$|^alpha$", "in (0, 1)"),  # quantiles and test levels
+    (r"(^|_)q$|quantiles$|(^|_)alpha$", "in (0, 1)"),  # quantiles and test levels
     (r"(^|_)p(_mod)?$", ">= 2"),  # moduli
     (r"gamma|(^|_)lr(_|$)|(^|_)r(_|$)|ratio|_mults$|factor|speedup|_over_|_step$|losses$", "> 0"),
     (r"lengths$|fraction$|_frac$|_keep$|_alphas$", "in (0, 1]"),  # shares of a whole
