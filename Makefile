@@ -13,9 +13,9 @@
 #   make paper-smoke    every chapter at BOOK_SCALE=paper with each training run cut to 2 steps:
 #                       peak memory, time per step and the estimated full paper time per chapter
 # Both main targets create .venv and install what they need on first use (Python 3.11 or
-# newer). Every target that writes build outputs holds one lock (.book.lock, lib/book/lock.py):
+# newer). Every target that writes build outputs holds one lock (.book.lock, bookbuild/lock.py):
 # two runs in one checkout take turns, and the one that waits says for whom.
-# CH names chapters exactly, by number or file stem (CH=2, CH=02, CH="1 3"; lib/book/notebook.py).
+# CH names chapters exactly, by number or file stem (CH=2, CH=02, CH="1 3"; bookbuild/notebook.py).
 SHELL := /bin/bash
 # CH and SET reach the commands as written, through the environment: make expands nothing
 # in them (a $ stays a $), and the recipes read them as "$$CH" and "$$SET".
@@ -34,8 +34,8 @@ STAGED := build/book
 BOOK_ROOT := $(CURDIR)
 LOCKFILE := .book.lock
 # The shell that runs the lock waits for it when it gets SIGTERM or SIGHUP (the trap), so that
-# make returns only after the build has stopped (lib/book/lock.py).
-LOCK := trap : TERM HUP; $(BIN)/python lib/book/lock.py $(LOCKFILE)
+# make returns only after the build has stopped (bookbuild/lock.py).
+LOCK := trap : TERM HUP; $(BIN)/python bookbuild/lock.py $(LOCKFILE)
 TIMES := build/test-times
 TEST_CACHE := build/test-cache
 # Chapters run side by side under nbmake, one worker per core (at most one per chapter),
@@ -82,7 +82,7 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 venv: $(STAMP)
 
 book: $(STAMP)
-	@$(BIN)/python -m lib.booktools check --root $(BOOK_ROOT)
+	@$(BIN)/python -m bookbuild check --root $(BOOK_ROOT)
 	@t0=$$(date +%s%N); $(LOCK) $(MAKE) --no-print-directory _book; \
 		mkdir -p build && echo "$$(( ($$(date +%s%N) - t0) / 1000000000 )) $${BOOK_SCALE:-book}" \
 		> build/book-seconds.txt
@@ -90,29 +90,29 @@ book: $(STAMP)
 # CH, BOOK_SCALE and BOOK_DEVICE are checked before the lock: a bad one never waits for it.
 chapter: $(STAMP)
 	@test -n "$${CH:-}" || { echo "error: name the chapter, e.g. make chapter CH=07"; exit 2; }
-	@$(BIN)/python -m lib.booktools check --only="$$CH" --root $(BOOK_ROOT)
+	@$(BIN)/python -m bookbuild check --only="$$CH" --root $(BOOK_ROOT)
 	$(LOCK) $(MAKE) --no-print-directory _book ONLY=1 PARTIAL=--partial
 
 # One chapter with your own settings, into build/try/<chapter>-<hash>/ (its notebook, claims and
 # page), never touching the book's outputs: make try CH=02 SET="seeds=(0, 1) lr=0.003".
-# It takes no lock, and checks everything before it starts (lib/book/trying.py).
+# It takes no lock, and checks everything before it starts (bookbuild/trying.py).
 try: $(STAMP)
 	@test -n "$${CH:-}" -a -n "$${SET:-}" || { echo 'error: name a chapter and settings, e.g. make try CH=02 SET="seeds=(0, 1)"'; exit 2; }
-	@$(BIN)/python -m lib.booktools try --only="$$CH" --set="$$SET" --root $(BOOK_ROOT)
+	@$(BIN)/python -m bookbuild try --only="$$CH" --set="$$SET" --root $(BOOK_ROOT)
 
 # BOOK_ROOT: the book's folder (the tests build a toy book through these same steps).
 # ONLY=1 (make chapter): only the chapters that CH names.
 # A chapter that fails does not stop the book: every page is staged and built (the failed
 # one under a banner, the report marking it), and the last step lists the failures and exits 2.
 _book:
-	$(BIN)/python -m lib.booktools execute $(EXECUTED) --root $(BOOK_ROOT) $(if $(ONLY),--only="$$CH") --keep-going
-	$(BIN)/python -m lib.booktools stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
+	$(BIN)/python -m bookbuild execute $(EXECUTED) --root $(BOOK_ROOT) $(if $(ONLY),--only="$$CH") --keep-going
+	$(BIN)/python -m bookbuild stage $(EXECUTED) $(STAGED) --root $(BOOK_ROOT) $(PARTIAL) \
 		--doctrees $(BOOK_ROOT)/_build/.doctrees
 	$(BIN)/jupyter-book build $(STAGED) --path-output $(BOOK_ROOT) -n --keep-going
 	@echo "The book is in _build/html/index.html"
-	@$(BIN)/python -m lib.booktools failures $(EXECUTED) --root $(BOOK_ROOT)
+	@$(BIN)/python -m bookbuild failures $(EXECUTED) --root $(BOOK_ROOT)
 
-# The ci book under a perturbation against the unperturbed one (lib/book/robust.py).
+# The ci book under a perturbation against the unperturbed one (bookbuild/robust.py).
 ROBUST := build/robust
 ROBUST_PERTURB ?= 1e-6:1
 robust: $(STAMP)
@@ -120,7 +120,7 @@ robust: $(STAMP)
 
 # (with make test's thread settings, which the test cache's stamps hold)
 _robust:
-	$(ONE_THREAD) $(BIN)/python -m lib.booktools robust $(ROBUST) --cache $(TEST_CACHE) \
+	$(ONE_THREAD) $(BIN)/python -m bookbuild robust $(ROBUST) --cache $(TEST_CACHE) \
 		--perturb $(ROBUST_PERTURB) --root $(BOOK_ROOT)
 
 # Each phase is timed; the table (phases, then every notebook) is printed at the end, also
@@ -135,7 +135,7 @@ _test:
 	@rm -rf $(TIMES) && mkdir -p $(TIMES) && echo "environment $(or $(ENV_MS),0)" > $(TIMES)/phases.txt
 	@T0=$$(date +%s%N); \
 	trap 'echo $$(( ($$(date +%s%N) - T0) / 1000000 )) > $(TIMES)/wall.txt; \
-		$(BIN)/python -m lib.booktools times $(TIMES)' EXIT; \
+		$(BIN)/python -m bookbuild times $(TIMES)' EXIT; \
 	timed() { t0=$$(date +%s%N); $(MAKE) --no-print-directory _$$1 && r=0 || r=$$?; \
 		echo "$$1 $$(( ($$(date +%s%N) - t0) / 1000000 ))" >> $(TIMES)/phases.txt; return $$r; }; \
 	for phase in lint chapters; do timed $$phase; done; \
@@ -151,12 +151,12 @@ chapters: $(STAMP)
 
 _lint:
 	rm -rf $(NB)
-	$(BIN)/python -m lib.booktools convert $(NB)
-	$(BIN)/ruff check lib tests conftest.py $(NB)
-	$(BIN)/ruff format --check lib tests conftest.py $(NB)
+	$(BIN)/python -m bookbuild convert $(NB)
+	$(BIN)/ruff check lib bookbuild tests conftest.py $(NB)
+	$(BIN)/ruff format --check lib bookbuild tests conftest.py $(NB)
 
 format: $(STAMP)
-	$(BIN)/ruff format lib tests conftest.py
+	$(BIN)/ruff format lib bookbuild tests conftest.py
 	for f in chapters/*.md; do $(BIN)/jupytext --quiet --pipe "$(BIN)/ruff format --stdin-filename cell.py -" "$$f"; done
 
 unit: $(STAMP)
@@ -185,17 +185,17 @@ _faults:
 # Every chapter but the report, WORKERS at a time, the longest first (conftest.py); then the
 # report, which reads the claims they wrote. A chapter that passed before on the same inputs
 # (its stamp: source, lib modules, packages, settings) is restored from $(TEST_CACHE) instead
-# of run again (lib/book/testcache.py); FRESH=1 runs every chapter.
+# of run again (bookbuild/testcache.py); FRESH=1 runs every chapter.
 _chapters:
 	rm -rf $(NB) $(TIMES)/chapters.xml && mkdir -p $(TIMES)
-	$(BIN)/python -m lib.booktools convert $(NB)
-	$(ONE_THREAD) $(BIN)/python -m lib.booktools test-cache restore $(NB) $(TEST_CACHE) \
+	$(BIN)/python -m bookbuild convert $(NB)
+	$(ONE_THREAD) $(BIN)/python -m bookbuild test-cache restore $(NB) $(TEST_CACHE) \
 		--times $(TIMES) $(if $(FRESH),--fresh)
 	todo="$$(cat $(NB)/todo.txt)"; rc=0; \
 	if [ -n "$$todo" ]; then \
 		BOOK_SCALE=ci BOOK_CLAIMS_DIR=$(CURDIR)/$(NB)/claims $(ONE_THREAD) $(NBMAKE) -n $(WORKERS) \
 			--durations=0 --junitxml=$(TIMES)/chapters.xml $$todo || rc=$$?; \
-		$(BIN)/python -m lib.booktools test-cache store $(NB) $(TEST_CACHE) --junit $(TIMES)/chapters.xml; \
+		$(BIN)/python -m bookbuild test-cache store $(NB) $(TEST_CACHE) --junit $(TIMES)/chapters.xml; \
 	fi; exit $$rc
 
 _report:
@@ -203,7 +203,7 @@ _report:
 
 _strict:
 	test -f $(REPORT) || { echo "run 'make chapters' first: the strict build reuses its executed notebooks"; exit 1; }
-	$(BIN)/python -m lib.booktools stage $(NB) $(CI_BOOK)
+	$(BIN)/python -m bookbuild stage $(NB) $(CI_BOOK)
 	$(BIN)/jupyter-book build $(CI_BOOK) -W -n --keep-going --all
 
 # The pages of the strict build, opened offline in Debian's headless chromium (installed
@@ -215,15 +215,15 @@ _pages:
 	BOOK_HTML=$(CI_BOOK)/_build/html $(BIN)/python -m pytest -q -p no:cacheprovider tests/pages
 
 bench: $(STAMP)
-	$(BIN)/python -m lib.bench
-	$(LOCK) $(BIN)/python -m lib.bench --build
-	$(BIN)/python -m lib.booktools timings docs/timings.md
+	$(BIN)/python -m bookbuild.bench
+	$(LOCK) $(BIN)/python -m bookbuild.bench --build
+	$(BIN)/python -m bookbuild timings docs/timings.md
 
 # Paper scale on the CPU, every training run cut to 2 steps (BOOK_SMOKE=1, lib/training/engine.py),
 # one chapter at a time (paper shapes need the memory); the claims are recorded, not
 # asserted. Prints peak memory, time per step and the estimated paper time per chapter.
 paper-smoke: $(STAMP)
-	$(LOCK) $(BIN)/python -m lib.bench --paper-smoke $(SMOKE) $(if $(CH),--only="$$CH")
+	$(LOCK) $(BIN)/python -m bookbuild.bench --paper-smoke $(SMOKE) $(if $(CH),--only="$$CH")
 
 clean:
 	rm -rf _build build .jupyter_cache .cache $(NB) .book.lock

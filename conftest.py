@@ -9,7 +9,7 @@ controller and by every worker: a worker whose chapter was interrupted stops tak
 ones, and the controller's KeyboardInterrupt shuts the workers down.
 
 **Longest first.** With ``-n N``, the notebooks are ordered by their last recorded
-duration (``.cache/chapter-durations.json``, written by ``python -m lib.booktools times``
+duration (``.cache/chapter-durations.json``, written by ``python -m bookbuild times``
 at the end of ``make test``; before any run, :data:`KNOWN_SECONDS`), the longest first,
 and handed out one at a time to whichever worker asks (:class:`LongestFirst`), so that the
 long chapters run side by side and the short ones fill the gaps at the end. xdist's
@@ -49,13 +49,13 @@ KNOWN_SECONDS = _known_seconds()
 
 def _kernels_over_ipc():
     """nbmake's kernels on Unix sockets of their own, not TCP ports that two workers can
-    both be handed (``lib.book.notebook.kernels_over_ipc``). That module is loaded from its
-    file, without importing the ``lib`` package, so that this also works where the tests
-    copy this file, outside the project."""
-    spec = importlib.util.find_spec("lib")
+    both be handed (``bookbuild.notebook.kernels_over_ipc``). That module is loaded from its
+    file, without importing the ``bookbuild`` package, so that this also works where the
+    tests copy this file, outside the project."""
+    spec = importlib.util.find_spec("bookbuild")
     if spec is None or not spec.submodule_search_locations:
         return
-    path = Path(list(spec.submodule_search_locations)[0]) / "book" / "notebook.py"
+    path = Path(list(spec.submodule_search_locations)[0]) / "notebook.py"
     book = importlib.util.spec_from_file_location("_book_notebook", path)
     module = importlib.util.module_from_spec(book)
     book.loader.exec_module(module)

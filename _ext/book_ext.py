@@ -11,7 +11,7 @@
   THEBE_JS_URL`` twice (a console SyntaxError), and each script is kept once;
   pydata-sphinx-theme logs "Got invalid theme mode" when no default mode is set.
 * A quiet one-chapter build: ``make chapter`` stages the chapters it has not executed as
-  their source (``lib.booktools stage --partial``), pages whose glue keys and glued figures
+  their source (``bookbuild stage --partial``), pages whose glue keys and glued figures
   do not exist: a thousand warnings about pages nobody asked for. The pages that the
   staging lists in ``_not_executed.txt`` give no warnings; the others give all theirs.
 """
@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MD_FOLDER = "md"  # where the chapters' Markdown sources are served (lib.book.stage)
+MD_FOLDER = "md"  # where the chapters' Markdown sources are served (bookbuild.stage)
 
 
 def _render_glue_with_the_books_formatter():
@@ -57,7 +57,7 @@ def _static(app):
     app.config.html_static_path.append(str(HERE / "static"))
 
 
-NOT_EXECUTED = "_not_executed.txt"  # written by lib.booktools stage --partial
+NOT_EXECUTED = "_not_executed.txt"  # written by bookbuild stage --partial
 
 
 class _NotExecuted(logging.Filter):

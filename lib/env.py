@@ -196,7 +196,7 @@ def perturbation() -> tuple[float, int] | None:
     return out
 
 
-# A try run (``make try``, lib.book.trying): a reader's settings for one chapter.
+# A try run (``make try``, bookbuild.trying): a reader's settings for one chapter.
 SET_ENV = "BOOK_TRY_SET"
 CHAPTER_ENV = "BOOK_TRY_CHAPTER"
 

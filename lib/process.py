@@ -28,7 +28,7 @@ def set_process_defaults() -> None:
     (``make bench`` measures it). The flag is per thread and worker threads copy it when
     they are created, so it is set as soon as torch is imported, before any of its work:
     at once if torch is already loaded, else right after its import. Importing ``lib``
-    does not import torch itself, so the build's command line (``lib.booktools``) starts
+    does not import torch itself, so the build's command line (``bookbuild``) starts
     without it.
 
     Neither setting changes a result; both only change how fast it comes.

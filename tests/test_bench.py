@@ -1,4 +1,4 @@
-"""The benchmark's command line (lib/bench.py): quiet, and exact about chapters."""
+"""The benchmark's command line (bookbuild/bench.py): quiet, and exact about chapters."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from lib import bench
-from lib.book.notebook import chapters
+from bookbuild import bench
+from bookbuild.notebook import chapters
 
 
 def test_the_benchmark_shows_no_progress_bar_per_short_run(monkeypatch, capsys):

@@ -6,10 +6,10 @@ import pytest
 import torch
 import yaml
 
+from bookbuild.cli import main
+from bookbuild.fold import fold_plumbing
+from bookbuild.notebook import BuildError, check_chapter, select_chapters
 from lib import experiments
-from lib.book.cli import main
-from lib.book.fold import fold_plumbing
-from lib.book.notebook import BuildError, check_chapter, select_chapters
 from lib.env import SCALES, ConfigError, get_device, get_scale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def test_device_override(monkeypatch):
 def _no_execute(monkeypatch) -> list:
     """The command line's execute, recorded instead of run."""
     calls = []
-    monkeypatch.setattr("lib.book.cli.execute", lambda *a, **kw: calls.append(kw) or {})
+    monkeypatch.setattr("bookbuild.cli.execute", lambda *a, **kw: calls.append(kw) or {})
     return calls
 
 
@@ -74,7 +74,7 @@ def test_paper_scale_on_a_cpu_is_refused_naming_the_opt_in_and_the_time(
     monkeypatch.setenv("BOOK_SCALE", "book")
     assert main(["execute", str(tmp_path)]) == 0
     # where make paper-smoke has measured the chapters asked for, its estimate is named
-    from lib.book.cli import SMOKE_SUMMARY, paper_estimate
+    from bookbuild.cli import SMOKE_SUMMARY, paper_estimate
 
     (tmp_path / SMOKE_SUMMARY).parent.mkdir(parents=True)
     (tmp_path / SMOKE_SUMMARY).write_text('[{"chapter": "02_b", "estimate_s": 31320}]')
@@ -134,7 +134,7 @@ def test_make_passes_the_chapter_name_as_one_value(tmp_path, target):
     (tmp_path / "installed").touch()
     commands = _make_commands(target, CH="-h", STAMP=str(tmp_path / "installed"),
                               LOCKFILE=str(tmp_path / "lock"))  # fmt: skip
-    tool = "lib.booktools" if target == "chapter" else "lib.bench"
+    tool = "bookbuild" if target == "chapter" else "bookbuild.bench"
     runs = [c for c in commands if tool in c]
     # CH as written, from the environment (tests/test_faults_inputs.py)
     assert runs and "--only=$CH" in runs[0], commands
@@ -410,7 +410,7 @@ def test_the_readme_says_which_torch_a_fresh_machine_gets_and_how_to_choose():
 def test_the_timings_page_reads_the_last_runs_and_invents_none(tmp_path):
     """docs/timings.md: the last make test's phases and notebooks, the last make book's
     total and chapters, with commit, date and machine; a run not recorded says so."""
-    from lib.book.timing import BOOK_TIME, timings_markdown
+    from bookbuild.timing import BOOK_TIME, timings_markdown
 
     empty = timings_markdown(tmp_path)
     assert "`make test`: no run recorded" in empty and "`make book`: no run recorded" in empty
@@ -434,7 +434,7 @@ def test_the_timings_page_reads_the_last_runs_and_invents_none(tmp_path):
 def test_the_first_build_orders_every_chapter_longest_first():
     """docs/chapter_seconds.json lists every chapter at ci and at book (a fresh checkout
     starts its longest chapters first); paper scale reads the book's order."""
-    from lib.book.execute import known_seconds
+    from bookbuild.execute import known_seconds
 
     stems = {p.stem for p in (ROOT / "chapters").glob("*.md")}
     for scale in ("ci", "book"):

@@ -8,24 +8,27 @@ notebooks that were never executed.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
-from toybook import HEADER, PROJECT, alive, cli, make_toy
+from toybook import HEADER, PROJECT, alive, cli, make_toy, outlived, shared_folder
 
-from lib.book import testcache
-from lib.book.execute import execute
-from lib.book.notebook import STAMP_KEY, BuildError, convert, write_error
-from lib.book.pool import worker_env
-from lib.book.stage import stage
-from lib.book.stamps import chapter_stamp, lib_closure
-from lib.book.timing import timing_table
+from bookbuild import testcache
+from bookbuild.execute import execute
+from bookbuild.notebook import STAMP_KEY, BuildError, convert, write_error
+from bookbuild.pool import worker_env
+from bookbuild.stage import stage
+from bookbuild.stamps import chapter_stamp, lib_closure
+from bookbuild.timing import timing_table
 
 
 @pytest.fixture
@@ -48,12 +51,18 @@ def _executed(toy: Path, scale: str = "ci") -> list[str]:
 
 
 def _html(toy: Path, scale: str = "ci") -> dict[str, str]:
-    """Execute, stage and build the toy book as `make book` does; return page texts."""
+    """Execute, stage and build the toy book as `make book` does; return page texts. The
+    build is `make book`'s ``jupyter-book build`` command, run in this process (its imports,
+    seconds, are paid once, not once per build)."""
     _executed(toy, scale)
     stage(toy / "build" / "executed", toy / "build" / "book", root=toy)
-    jb = Path(sys.executable).with_name("jupyter-book")
-    subprocess.run([str(jb), "build", str(toy / "build" / "book"), "--path-output", str(toy)],
-                   check=True, capture_output=True, cwd=toy)  # fmt: skip
+    args = ["build", str(toy / "build" / "book"), "--path-output", str(toy)]
+    with contextlib.chdir(toy), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings():  # its packages' deprecations, unseen on its command line
+            warnings.simplefilter("ignore")
+            from jupyter_book.cli.main import main as jupyter_book
+
+            jupyter_book.main(args, standalone_mode=False)
     pages = toy / "_build" / "html" / "chapters"
     return {p.stem: p.read_text() for p in pages.glob("*.html")}
 
@@ -160,8 +169,7 @@ def test_an_interrupted_run_stops_at_once_keeps_nothing_half_done_and_recovers(t
     assert not (toy / "build" / "executed" / "02_b.log").exists()  # nothing failed
     left = [f.name for f in (toy / "build" / "executed").glob(".*") if f.name != ".lock"]
     assert not left, left  # no temporary file or staging folder
-    time.sleep(0.5)
-    assert not alive(int(mark.read_text())), "chapter B's kernel outlived the interrupt"
+    assert not outlived([int(mark.read_text())]), "chapter B's kernel outlived the interrupt"
     assert _executed(toy) == ["02_b"]
 
 
@@ -233,25 +241,47 @@ def test_ctrl_c_stops_the_whole_nbmake_run(tmp_path, workers):
     assert p.returncode == 2 and ("Interrupted" in out or "KeyboardInterrupt" in out), out
     assert not (tmp_path / f"{names[-1]}.pid").exists(), out  # the last one never started
     assert not any(f"done {n}" in out for n in names), out  # no chapter ran to its end
-    time.sleep(0.5)
-    left = [f.name for f in started if alive(int(f.read_text()))]
-    assert not left, f"kernels of {left} outlived the interrupt"
+    left = outlived([int(f.read_text()) for f in started])
+    assert not left, f"kernels {left} outlived the interrupt"
 
 
-def test_parallel_chapters_start_longest_first_on_different_workers(tmp_path):
+# One nbmake run under ``-n 2`` that two tests read: four notebooks, each recording when it
+# started, its worker (the kernel's parent) and the socket its kernel listens on.
+SECONDS = {"nb_a": 10, "nb_b": 500, "nb_c": 1, "nb_d": 400}  # recorded, for the order
+RECORD = (
+    "import os, pathlib, time\n"
+    "from ipykernel.kernelapp import IPKernelApp\n"
+    "app = IPKernelApp.instance()\n"
+    "pathlib.Path('{n}.run').write_text(f'{{time.time()}} {{os.getppid()}} {{app.transport}} "
+    "{{app.ip}}')"
+)
+
+
+def _two_workers(folder: Path) -> None:
+    (folder / ".cache").mkdir()
+    (folder / ".cache" / "chapter-durations.json").write_text(json.dumps(SECONDS))
+    _notebooks(folder, {n: RECORD.format(n=n) for n in SECONDS})
+    p = _pytest(folder, "-n", "2", *[f"{n}.ipynb" for n in sorted(SECONDS)])
+    out, _ = p.communicate(timeout=120)
+    (folder / "out.txt").write_text(f"{p.returncode}\n{out}")
+
+
+@pytest.fixture
+def two_workers(tmp_path_factory) -> tuple[int, str, dict[str, list[str]]]:
+    """The shared run: its exit status, its output, and each notebook's record."""
+    folder = shared_folder(tmp_path_factory, "nbmake-two-workers", _two_workers)
+    code, out = (folder / "out.txt").read_text().split("\n", 1)
+    runs = {n: (folder / f"{n}.run").read_text().split() for n in SECONDS
+            if (folder / f"{n}.run").exists()}  # fmt: skip
+    return int(code), out, runs
+
+
+def test_parallel_chapters_start_longest_first_on_different_workers(two_workers):
     """Under ``-n 2`` the notebooks are ordered by their recorded seconds, and the two
     longest start first, one on each worker (xdist's default would give both to one)."""
-    seconds = {"nb_a": 10, "nb_b": 500, "nb_c": 1, "nb_d": 400}
-    (tmp_path / ".cache").mkdir()
-    (tmp_path / ".cache" / "chapter-durations.json").write_text(json.dumps(seconds))
-    _notebooks(tmp_path, {n: f"import os, pathlib, time\n"
-                             f"pathlib.Path('{n}.run').write_text(f'{{time.time()}} {{os.getppid()}}')"
-                          for n in seconds})  # fmt: skip
-    p = _pytest(tmp_path, "-n", "2", *[f"{n}.ipynb" for n in sorted(seconds)])
-    out, _ = p.communicate(timeout=120)
-    assert p.returncode == 0, out
-    runs = {n: (tmp_path / f"{n}.run").read_text().split() for n in seconds}
-    order = sorted(seconds, key=lambda n: float(runs[n][0]))
+    code, out, runs = two_workers
+    assert code == 0 and set(runs) == set(SECONDS), out
+    order = sorted(SECONDS, key=lambda n: float(runs[n][0]))
     assert set(order[:2]) == {"nb_b", "nb_d"}, order
     assert runs["nb_b"][1] != runs["nb_d"][1], runs  # different workers
 
@@ -303,7 +333,7 @@ def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
         [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True,
         cwd=PROJECT,
     ).stdout.split()  # fmt: skip
-    policy = "import os, sys, lib.booktools; print(os.environ['OMP_WAIT_POLICY'],"
+    policy = "import os, sys, bookbuild.cli; print(os.environ['OMP_WAIT_POLICY'],"
     policy += " 'torch' in sys.modules)"
     assert run(policy, dict(env, OMP_WAIT_POLICY="ACTIVE")) == ["ACTIVE", "False"]
     flushed = "print((torch.tensor([1e-39]) * torch.tensor([1.0])).item() == 0.0)"
@@ -313,7 +343,7 @@ def test_importing_lib_makes_waiting_threads_sleep_unless_told_otherwise():
 
 
 def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, monkeypatch):
-    """lib/book/testcache.py: a chapter that passed is not run again while its stamp holds;
+    """bookbuild/testcache.py: a chapter that passed is not run again while its stamp holds;
     a failed one, an edited lib module, other thread settings or FRESH=1 run it again."""
     nb, cache, times = toy / "executed", toy / "build" / "test-cache", toy / "times"
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -349,30 +379,27 @@ def test_make_test_restores_only_chapters_that_passed_on_the_same_inputs(toy, mo
     assert restore()[1] == ["01_a"]
 
 
-def test_kernels_listen_on_unix_sockets_of_their_own(tmp_path):
+def test_kernels_listen_on_unix_sockets_of_their_own(two_workers):
     """Two kernels started at once over TCP can be handed the same free port (one died in
     ``make test``: "Address already in use"); nbmake's kernels, under the project's
-    conftest.py, and the book's executor use Unix sockets with paths of their own."""
+    conftest.py (the shared run above: two workers side by side), and the book's executor
+    use Unix sockets with paths of their own."""
     from jupyter_client.manager import AsyncKernelManager, KernelManager
 
-    from lib.book.notebook import kernels_over_ipc
+    from bookbuild.notebook import kernels_over_ipc
 
     kernels_over_ipc()
     managers = [AsyncKernelManager(), AsyncKernelManager(), KernelManager()]
     assert {m.transport for m in managers} == {"ipc"}
     assert len({m.ip for m in managers}) == 3
-    check = (
-        "from ipykernel.kernelapp import IPKernelApp\n"
-        "app = IPKernelApp.instance()\n"
-        "assert app.transport == 'ipc' and 'kernel-' in app.ip, (app.transport, app.ip)"
-    )
-    _notebooks(tmp_path, {"nb_x": check, "nb_y": check})
-    p = _pytest(tmp_path, "-n", "2", "nb_x.ipynb", "nb_y.ipynb")
-    out, _ = p.communicate(timeout=120)
-    assert p.returncode == 0, out
+    code, out, runs = two_workers
+    assert code == 0 and set(runs) == set(SECONDS), out
+    assert {r[2] for r in runs.values()} == {"ipc"}, runs
+    assert all("kernel-" in r[3] for r in runs.values()), runs
+    assert len({r[3] for r in runs.values()}) == len(runs), runs  # a path of its own each
 
 
-LOCK = [sys.executable, str(PROJECT / "lib" / "book" / "lock.py")]  # the Makefile's LOCK
+LOCK = [sys.executable, str(PROJECT / "bookbuild" / "lock.py")]  # the Makefile's LOCK
 
 
 def _wait_for_text(path: Path, timeout: float = 30) -> str:
@@ -428,7 +455,7 @@ def test_a_write_that_fails_leaves_no_temporary_file_and_is_named_in_one_line(
     """A full disk left a truncated ``.01_signatures.ipynb.*.tmp`` and a chained traceback."""
     import errno
 
-    from lib.book import notebook
+    from bookbuild import notebook
 
     def full(src, dst):
         raise OSError(errno.ENOSPC, "No space left on device", str(dst))
@@ -444,7 +471,7 @@ def test_a_write_that_fails_leaves_no_temporary_file_and_is_named_in_one_line(
 
 
 def test_a_chapters_claims_and_notebook_are_published_together_or_not_at_all(tmp_path):
-    from lib.book import outputs
+    from bookbuild import outputs
 
     out = tmp_path / "executed"
     claims, nb, log = out / "claims", out / "01_a.ipynb", out / "01_a.log"
@@ -471,7 +498,7 @@ def test_a_chapters_claims_and_notebook_are_published_together_or_not_at_all(tmp
 def test_a_failed_notebook_opens_with_its_banner_right_under_the_title():
     import nbformat
 
-    from lib.book.notebook import FAILED_KEY, mark_failed
+    from bookbuild.notebook import FAILED_KEY, mark_failed
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("(sec-x)=\n# 9. Title\n\nIntro.\n\n:::{admonition} box\n:::"),
@@ -489,7 +516,7 @@ def test_a_failed_notebook_opens_with_its_banner_right_under_the_title():
 def test_a_chapter_publishes_its_own_claims_and_never_an_older_copy_of_anothers(tmp_path):
     """Chapter B's staging folder copied A's claims when B started; A then published new
     claims (or failed, and its claims were withdrawn); B's publish put the old copy back."""
-    from lib.book import outputs
+    from bookbuild import outputs
 
     out = tmp_path / "executed"
     claims = out / "claims"

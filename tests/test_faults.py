@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from toybook import HEADER, PROJECT, alive, make, make_toy, toy_module
 
-from lib.book.execute import execute
-from lib.book.notebook import BuildError
+from bookbuild.execute import execute
+from bookbuild.notebook import BuildError
 
 
 def _wait_for(path: Path, timeout: float = 120) -> None:
@@ -88,9 +88,9 @@ print("value", VALUE)
 DRIVER = """
 import contextlib, io, json, os, subprocess, sys, time
 from pathlib import Path
-from lib.book.cli import main
-from lib.book.execute import execute
-from lib.book.notebook import BuildError
+from bookbuild.cli import main
+from bookbuild.execute import execute
+from bookbuild.notebook import BuildError
 
 toy, disk = Path(sys.argv[1]), Path(sys.argv[2])
 executed = disk / "executed"
@@ -223,7 +223,7 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
     """``make try`` writes into build/try/<chapter>-<hash> alone: the book's executed
     notebooks, their stamps and claims are byte for byte what they were, and the book's
     own build afterwards finds the chapter up to date."""
-    from lib.book import trying
+    from bookbuild import trying
 
     toy = make_toy(tmp_path / "toy")
     executed = toy / "build" / "executed"

@@ -13,8 +13,8 @@ import os
 import pytest
 from toybook import make, make_toy, toy_module
 
-from lib.book import trying
-from lib.book.notebook import BuildError
+from bookbuild import trying
+from bookbuild.notebook import BuildError
 
 PWN = "$(shell touch {mark})"
 
@@ -80,7 +80,7 @@ def test_a_failed_try_says_how_to_run_the_try_again(tmp_path, monkeypatch):
     )  # fmt: skip
 
     toy_module(monkeypatch, steps=10)
-    monkeypatch.setattr("lib.book.execute.known_seconds", lambda scale: {"01_a": 30})
+    monkeypatch.setattr("bookbuild.execute.known_seconds", lambda scale: {"01_a": 30})
     monkeypatch.setenv("BOOK_SCALE", "ci")
     lines: list[str] = []
     with pytest.raises(BuildError) as err:

@@ -3,7 +3,7 @@ Makefile: SIGTERM, SIGHUP and SIGINT, sent to ``make``'s whole process group (``
 a closed terminal, Ctrl-C) or to ``make`` alone (``kill PID``).
 
 ``make`` passes SIGTERM on to its children only, and SIGINT and SIGHUP not at all; the lock
-(lib/book/lock.py) passes each on to the build, so ``make`` returns only once every worker,
+(bookbuild/lock.py) passes each on to the build, so ``make`` returns only once every worker,
 kernel and Sphinx run has ended, and the lock is free. Run by ``make faults``. Each of the
 six cases runs on a command that takes a while to stop, under make and the lock, side by
 side in one test; two of them (and the Sphinx step) run on the toy book's own build.
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from toybook import PROJECT, alive, make, make_toy
 
-from lib.book import pool
-from lib.book.execute import execute
+from bookbuild import pool
+from bookbuild.execute import execute
 
 MESSAGE = "interrupted: nothing half-written was kept; run the same command again"
 CASES = [(s, to) for s in ("SIGTERM", "SIGHUP", "SIGINT") for to in ("group", "make")]
@@ -96,7 +96,7 @@ def test_each_signal_to_make_or_its_group_reaches_the_locked_command_before_make
     (tmp_path / "slow_stop.py").write_text(SLOW_STOP)
     lock = re.search(r"^LOCK := (.*)$", (PROJECT / "Makefile").read_text(), re.M)[1]
     lock = lock.replace("$(BIN)/python", sys.executable)  # the Makefile's LOCK, as it runs
-    lock = lock.replace("lib/book/lock.py", str(PROJECT / "lib" / "book" / "lock.py"))
+    lock = lock.replace("bookbuild/lock.py", str(PROJECT / "bookbuild" / "lock.py"))
     builds = {}
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
     for signame, to in CASES:

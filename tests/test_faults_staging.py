@@ -17,15 +17,15 @@ import pytest
 from test_faults import _namespace_tmpfs
 from toybook import PROJECT, make_toy
 
-from lib.book.mathjax import mathjax_dir
+from bookbuild.mathjax import mathjax_dir
 
 # Runs inside the namespace, where DISK (the toy's build folder) is a 3 MiB tmpfs: stages the
 # toy there, enlarges the disk, stages again and builds the HTML; prints what it saw as JSON.
 DRIVER = """
 import contextlib, io, json, subprocess, sys
 from pathlib import Path
-from lib.book.cli import main
-from lib.book.mathjax import mathjax_dir
+from bookbuild.cli import main
+from bookbuild.mathjax import mathjax_dir
 
 toy, disk = Path(sys.argv[1]), Path(sys.argv[2])
 staged, source = disk / "book", mathjax_dir()
@@ -100,7 +100,7 @@ def test_a_disk_that_fills_while_staging_is_named_and_the_next_build_repairs_eve
 def test_a_staged_copy_that_was_damaged_is_made_again(tmp_path):
     """A copy cut short or emptied after staging (its size differs, or its bytes with the
     same size) is found on the next run and copied again; the others are not read."""
-    from lib.book.mathjax import MANIFEST, Copies
+    from bookbuild.mathjax import MANIFEST, Copies
 
     src = tmp_path / "src"
     (src / "fonts").mkdir(parents=True)
@@ -132,8 +132,8 @@ def test_a_failed_copy_names_its_target_and_cause_and_leaves_no_partial_file(tmp
     import errno
     import shutil
 
-    from lib.book import mathjax
-    from lib.book.notebook import BuildError, write_error
+    from bookbuild import mathjax
+    from bookbuild.notebook import BuildError, write_error
 
     full = "[Errno 28] No space left on device: '/src/a.woff'"
     assert write_error(shutil.Error([("/src/a.woff", "/out/a.woff", full)])) == (

@@ -11,19 +11,22 @@ watch the check fail.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "lib"
 MAX_LINES = 500
-# Bottom up: a module of a layer imports from its own layer and the layers before it, and
-# from the modules beside the layers (lib.env, lib.process); never from a later layer, the
-# experiments or the book.
-LAYERS = ("data", "training", "measure", "theory")
-ABOVE = ("experiments", "book", "bench", "booktools")
-# Where training runs start: the chapters' experiment modules (and the chapters above
-# them), and the benchmark, which times the engine itself.
-RUN_STARTERS = ("experiments", "bench")
+# Bottom up, each layer ranked strictly: a module imports from its own layer and the layers
+# before it, never from a later one. What a page shows (``book``: claims, the formatter,
+# the style) imports no science layer, so it comes first; the experiments, which draw with
+# it and start the runs, come last. The modules beside the layers (lib.env, lib.process)
+# import no layer. The build of the book is a package of its own, ``bookbuild``, which
+# imports ``lib`` and is never imported by it.
+LAYERS = ("book", "data", "training", "measure", "theory", "experiments")
+BUILD = "bookbuild"
+# Where training runs start: the chapters' experiment modules (and the chapters above them).
+RUN_STARTERS = ("experiments",)
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -36,6 +39,13 @@ def _modules(root: Path) -> dict[str, Path]:
             parts = parts[:-1]
         out[".".join(parts)] = f
     return out
+
+
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """The syntax tree of a module's source (the library's modules are read by several tests;
+    a source that changes is parsed again)."""
+    return ast.parse(source)
 
 
 def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -54,7 +64,7 @@ def module_imports(root: Path) -> dict[str, dict[str, set[str]]]:
     out: dict[str, dict[str, set[str]]] = {}
     for name, path in mods.items():
         deps: dict[str, set[str]] = {}
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name in mods:
@@ -128,25 +138,39 @@ def layout_problems(root: Path, max_lines: int = MAX_LINES) -> list[str]:
     return problems
 
 
-def layer_problems(root: Path, layers=LAYERS, above=ABOVE) -> list[str]:
-    """Every import of a module of layer ``layers[i]`` from a later layer or from ``above``."""
+def layer_problems(root: Path, layers=LAYERS) -> list[str]:
+    """Every import of a module from a later layer than its own (a module beside the
+    layers, such as ``lib.env``, ranks below every layer)."""
     pkg = root.name
     rank = {f"{pkg}.{layer}": i for i, layer in enumerate(layers)}
-    rank |= {f"{pkg}.{a}": len(layers) for a in above}
 
     def rank_of(module):
         parts = module.split(".")
-        return rank.get(".".join(parts[:2]))
+        return rank.get(".".join(parts[:2]), -1 if len(parts) <= 2 else None)
 
     out = []
     for module, deps in module_imports(root).items():
         mine = rank_of(module)
-        if mine is None or mine >= len(layers):
-            continue
         for dep in deps:
             theirs = rank_of(dep)
-            if theirs is not None and theirs > mine:
+            if mine is not None and theirs is not None and theirs > mine:
                 out.append(f"{module} imports {dep}, a layer above it")
+    return sorted(out)
+
+
+def imports_of(root: Path, package: str) -> list[str]:
+    """Every import of ``package`` (or a module in it) by a module of the folder ``root``."""
+    out = []
+    for module, path in _modules(root).items():
+        for node in ast.walk(_parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            out += [f"{module} imports {n}" for n in names if n.split(".")[0] == package]
     return sorted(out)
 
 
@@ -160,7 +184,9 @@ def run_starters(root: Path, engine: str = "lib.training.engine") -> set[str]:
         if "train" in deps.get(engine, set()):
             out.add(module)
             continue
-        tree = ast.parse(_modules(root)[module].read_text(encoding="utf-8"))
+        if engine not in deps:  # then no name can be bound to it: the file is not read again
+            continue
+        tree = _parse(_modules(root)[module].read_text(encoding="utf-8"))
         aliases = {
             a.asname or a.name
             for node in ast.walk(tree)
@@ -168,14 +194,11 @@ def run_starters(root: Path, engine: str = "lib.training.engine") -> set[str]:
             for a in node.names
             if a.name == engine.rsplit(".", 1)[1]
         }
-        if (
-            any(
-                isinstance(n, ast.Attribute)
-                and n.attr == "train"
-                and getattr(n.value, "id", None) in aliases
-                for n in ast.walk(tree)
-            )
-            and engine in deps
+        if any(
+            isinstance(n, ast.Attribute)
+            and n.attr == "train"
+            and getattr(n.value, "id", None) in aliases
+            for n in ast.walk(tree)
         ):
             out.add(module)
     return out
@@ -194,10 +217,20 @@ def test_the_layers_import_only_downward():
     assert not problems, "\n".join(problems)
 
 
+def test_the_library_never_imports_the_build_and_the_build_lives_outside_it():
+    assert not (LIB / "book" / "cli.py").exists() and (ROOT / BUILD / "cli.py").exists()
+    problems = imports_of(LIB, BUILD)
+    assert not problems, "\n".join(problems)
+    assert imports_of(ROOT / BUILD, "lib"), (
+        "the build no longer imports the library: check the test"
+    )
+
+
 def test_training_runs_start_in_the_experiments_layer_only():
-    outside = {m for m in run_starters(LIB) if m.split(".")[1] not in RUN_STARTERS}
+    starters = run_starters(LIB)
+    outside = {m for m in starters if m.split(".")[1] not in RUN_STARTERS}
     assert not outside, f"modules below lib.experiments that start a training run: {outside}"
-    assert "lib.experiments.staircase_runs" in run_starters(LIB)  # the check sees a run
+    assert "lib.experiments.staircase_runs" in starters  # the check sees a run
 
 
 # --- the checks fail when they should -------------------------------------------------------
@@ -254,9 +287,29 @@ def test_an_import_from_a_layer_above_is_named(tmp_path):
             "measure/m.py": "from ..data import a\n",
         },
     )
-    assert layer_problems(root, layers=("data", "measure"), above=()) == [
+    assert layer_problems(root, layers=("data", "measure")) == [
         "pkg.data.a imports pkg.measure.m, a layer above it"
     ]
+
+
+def test_the_library_planted_with_an_upward_import_fails_the_layer_check(tmp_path):
+    """A copy of ``lib`` itself, with one upward import planted in its book layer (the
+    presentation importing the experiments) and one import of the build: both are named."""
+    import shutil
+
+    copy = tmp_path / "lib"
+    shutil.copytree(LIB, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert layer_problems(copy) == [] and imports_of(copy, BUILD) == []
+    page = copy / "book" / "page.py"
+    page.write_text(
+        page.read_text() + "\n\ndef _planted():\n    from ..experiments import ranges\n"
+    )
+    env = copy / "env.py"
+    env.write_text(env.read_text() + "\n\ndef _planted():\n    import bookbuild.cli\n")
+    assert layer_problems(copy) == [
+        "lib.book.page imports lib.experiments.ranges, a layer above it"
+    ]
+    assert imports_of(copy, BUILD) == ["lib.env imports bookbuild.cli"]
 
 
 def test_a_training_run_is_seen_however_train_is_imported(tmp_path):

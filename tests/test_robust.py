@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from bookbuild.reference import compare_runs, print_changes, write_reference
 from lib.book import claims
-from lib.book.reference import compare_runs, print_changes, write_reference
 from lib.env import ConfigError, perturbation
 from lib.measure.nulls import familywise_floor, floor_of
 from lib.training.engine import train

@@ -2,7 +2,8 @@
 
 import pytest
 
-from lib.book import claims, trying
+from bookbuild import trying
+from lib.book import claims
 from lib.env import CHAPTER_ENV, SET_ENV, ConfigError
 from lib.experiments import ch01_signatures, config
 from lib.experiments.settings import apply_settings, differences, parse_settings
@@ -119,7 +120,7 @@ def test_a_key_given_twice_is_refused():
 
 
 def test_a_try_names_exactly_one_chapter_that_has_settings():
-    from lib.book.notebook import ROOT, BuildError
+    from bookbuild.notebook import ROOT, BuildError
 
     with pytest.raises(ConfigError, match="make try runs one chapter, and CH='1 2' names 2: 01_"):
         trying.chapter_to_try("1 2", ROOT)
@@ -130,7 +131,7 @@ def test_a_try_names_exactly_one_chapter_that_has_settings():
 
 
 def test_a_try_says_its_estimate_and_refuses_one_above_an_hour(monkeypatch):
-    from lib.book.notebook import ROOT
+    from bookbuild.notebook import ROOT
 
     monkeypatch.delenv(trying.LONG_ENV, raising=False)
     with pytest.raises(ConfigError, match="^chapter 02_context_staircase at scale 'ci': gamma "):

@@ -1,11 +1,16 @@
 """A toy two-chapter book, built by the tests of the build pipeline in a temporary folder
-(tests/test_build.py, tests/test_faults.py): the book's own build, on chapters of a second."""
+(tests/test_build.py, tests/test_faults.py): the book's own build, on chapters of a second.
+Also: a folder built once per test session for the tests that only read it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -63,9 +68,9 @@ def make_toy(folder: Path) -> Path:
 
 
 def cli(toy: Path, *args: str, env=None, **kw) -> subprocess.Popen:
-    """``python -m lib.booktools ARGS`` in its own session, at ci scale on the CPU."""
+    """``python -m bookbuild ARGS`` in its own session, at ci scale on the CPU."""
     full = {**os.environ, "BOOK_SCALE": "ci", "BOOK_DEVICE": "cpu", **(env or {})}
-    cmd = [sys.executable, "-m", "lib.booktools", *args]
+    cmd = [sys.executable, "-m", "bookbuild", *args]
     return subprocess.Popen(cmd, cwd=PROJECT, env=full, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, **kw)  # fmt: skip
 
@@ -93,6 +98,15 @@ def alive(pid: int) -> bool:
     return True
 
 
+def outlived(pids, within: float = 0.5) -> list[int]:
+    """The processes of ``pids`` still there ``within`` seconds from now (looked at every
+    20 ms: the wait ends as soon as all have gone)."""
+    deadline = time.monotonic() + within
+    while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
 def toy_module(monkeypatch, **fields):
     """Make the toy's chapter 01_a a chapter with settings: an experiment module whose
     ``Config`` has ``fields`` (name=default), found by :func:`lib.experiments.module_for`."""
@@ -108,3 +122,21 @@ def toy_module(monkeypatch, **fields):
     module.CHAPTER, module.Config, module.OVERRIDES = "01_a", config, {}
     monkeypatch.setattr("lib.experiments.module_for", lambda stem: module)
     return module
+
+
+def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder ``name`` that ``build(folder)`` fills once per test session, for tests that
+    only read it: under pytest-xdist the first worker that asks builds it while the others
+    wait. A build that raises is tried again by the next test that asks."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # this session's folder, above each worker's own
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder

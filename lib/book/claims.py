@@ -82,7 +82,7 @@ class Claim:
     unit: str = ""
     smoke: bool = False  # recorded by a smoke run (two training steps): not asserted
     smoke_verdict: str = ""  # a smoke run's claim that missed its verdict: the verdict
-    try_verdict: str = ""  # a try run's claim that missed its verdict (lib.book.trying)
+    try_verdict: str = ""  # a try run's claim that missed its verdict (bookbuild.trying)
     tier: str = "measured"  # TIERS: check, finding or measured
     cases: list[int] = field(default_factory=list)  # a rate's (held, of): Ledger.rate
     reference: str = ""  # the reference run's status at this scale, when it differs (report)

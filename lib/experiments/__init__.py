@@ -152,7 +152,7 @@ def config(module: ModuleType, scale: str | None = None) -> ChapterConfig:
                 f"{where}: the override {key}={value!r} equals the book default; drop it"
             )
     cfg = dataclasses.replace(defaults, scale=scale, **changes)
-    tried = settings_from_env(chapter)  # a try run of this chapter (lib.book.trying)
+    tried = settings_from_env(chapter)  # a try run of this chapter (bookbuild.trying)
     return apply_settings(cfg, tried) if tried else cfg
 
 

@@ -1,4 +1,4 @@
-"""A reader's own settings for one chapter (``make try``; :mod:`lib.book.trying` runs it).
+"""A reader's own settings for one chapter (``make try``; :mod:`bookbuild.trying` runs it).
 
 ``SET`` holds ``key=value`` pairs, each value a Python literal; :func:`apply_settings`
 validates them by the chapter's ``Config`` (a "did you mean" for an unknown key, one line

@@ -1,7 +1,7 @@
 """Chapters as notebooks: read and check a chapter, convert every chapter to ``.ipynb``,
 execute one in a fresh kernel, and the worker process that does so.
 
-This module imports nothing from ``lib``: a worker process of :mod:`lib.book.pool` loads
+This module imports nothing from ``lib``: a worker process of :mod:`bookbuild.pool` loads
 this file alone, without its package, and calls :func:`run_child`.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the book's folder
+ROOT = Path(__file__).resolve().parents[1]  # the book's folder
 STAMP_KEY = "book_stamp"
 FAILED_KEY = (
     "book_failed"  # a chapter that failed: the one line of its error (its notebook's metadata)

@@ -1,4 +1,4 @@
-"""The command line: ``python -m lib.booktools execute|convert|stage|times|test-cache ...``."""
+"""The command line: ``python -m bookbuild execute|convert|stage|times|test-cache ...``."""
 
 from __future__ import annotations
 
@@ -44,13 +44,34 @@ def interrupt_on_stop() -> None:
             signal.signal(signum, stop)
 
 
+class _Cpu:
+    """``torch.device("cpu")`` as the command line reads it (its ``type`` and its name)."""
+
+    type = "cpu"
+
+    def __str__(self) -> str:
+        return "cpu"
+
+
+def device_named():
+    """``BOOK_DEVICE``'s device (:func:`lib.env.get_device`); ``cpu`` without loading torch,
+    which takes seconds (the tests run many builds at ``BOOK_DEVICE=cpu``)."""
+    import os
+
+    from lib.env import get_device
+
+    if os.environ.get("BOOK_DEVICE", "").strip() == "cpu":
+        return _Cpu()
+    return get_device()
+
+
 def check_inputs(only: str | None, root: Path = ROOT) -> None:
     """What a build is asked for, checked before it waits on the lock: the chapters ``only``
     names, ``BOOK_SCALE`` and ``BOOK_DEVICE`` (torch is loaded only where the device or a
     paper scale needs it)."""
     import os
 
-    from ..env import ConfigError, check_scale, get_device, get_scale
+    from lib.env import ConfigError, check_scale, get_device, get_scale
 
     if only is not None and not only.replace(",", " ").split():
         raise ConfigError(f"CH={only!r} names no chapter: name one, e.g. CH=07")
@@ -64,13 +85,13 @@ def check_inputs(only: str | None, root: Path = ROOT) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..env import ConfigError, check_scale, get_device, get_scale
+    from lib.env import ConfigError, check_scale, get_scale
 
     if argv is None:  # run as a program (not called by a test): it owns its signals
         interrupt_on_stop()
 
     ap = argparse.ArgumentParser(
-        prog="python -m lib.booktools", description=sys.modules[__package__].__doc__.split("\n")[0]
+        prog="python -m bookbuild", description=sys.modules[__package__].__doc__.split("\n")[0]
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("execute", help="execute the stale chapters")
@@ -141,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             store(args.notebooks, args.cache, args.junit)
         elif args.cmd == "execute":
             selected = select_chapters(args.only, args.root)
-            scale, device = get_scale(), get_device()
+            scale, device = get_scale(), device_named()
             stems = [md.stem for md in selected] if args.only else []
             check_scale(scale, device, estimate=paper_estimate(stems, args.root) if stems else None)
             try:
@@ -191,12 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "check":
             check_inputs(args.only, args.root)
         elif args.cmd == "try":
-            from ..experiments.settings import parse_settings
+            from lib.experiments.settings import parse_settings
+
             from .trying import chapter_to_try, run_try
 
             chapter_to_try(args.only, args.root)  # the cheap checks first: no torch yet
             parse_settings(args.settings)
-            scale, device = get_scale(), get_device()
+            scale, device = get_scale(), device_named()
             check_scale(scale, device)
             run_try(args.only, args.settings, scale, str(device), args.root)
         elif args.cmd == "convert":

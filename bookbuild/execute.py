@@ -9,12 +9,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..data.corpus_files import corpus_problems
-from ..env import FAILED_ENV
+from lib.data.corpus_files import corpus_problems
+from lib.env import FAILED_ENV
+
 from . import outputs
 from .notebook import ROOT, BuildError, atomic_write, failed_reason, select_chapters, write_error
 from .pool import Job, Pool, run_pool, worker_env
-from .reference import REFERENCE
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
 
 KNOWN_SECONDS = ROOT / "docs" / "chapter_seconds.json"
@@ -36,7 +36,7 @@ REPORT_PREFIX = "99_"  # pages that gather what the chapters recorded: executed 
 
 def failures(out_dir: Path, root: Path = ROOT) -> dict[str, str]:
     """``{chapter: the one line of its error}`` for every chapter of the book whose executed
-    notebook in ``out_dir`` is marked failed (:func:`lib.book.notebook.mark_failed`)."""
+    notebook in ``out_dir`` is marked failed (:func:`bookbuild.notebook.mark_failed`)."""
     from .notebook import chapters
 
     out = {}
@@ -68,7 +68,7 @@ def execute(
     """Execute the stale chapters into ``out_dir``; return chapter -> 'executed' / 'up to date'.
 
     ``only``: the chapters to consider, by stem or number (``"07"``, ``"7"``; exactly,
-    :func:`lib.book.notebook.select_chapters`); the others are left as they are.
+    :func:`bookbuild.notebook.select_chapters`); the others are left as they are.
     ``workers``: chapters at a time (default: one per core); ``threads``: torch threads
     per worker (``None``: torch's default, every core). ``expected``: the seconds some
     chapters are expected to take, by stem, in place of the last run's (a long chapter
@@ -78,7 +78,7 @@ def execute(
     the report, which marks it (:data:`FAILED_ENV`); its page shows the cells that ran
     under a banner. Raises :class:`BuildError` naming every chapter whose execution failed,
     once all have run. A chapter's notebook, claims and failure log are published
-    together or not at all (:mod:`lib.book.outputs`); a folder that cannot be written, and
+    together or not at all (:mod:`bookbuild.outputs`); a folder that cannot be written, and
     a corpus file of a chapter to run that is not the pinned one
     (:func:`lib.data.corpus_files.corpus_problems`), are named before any chapter runs.
     """
@@ -106,6 +106,8 @@ def execute(
                 # the report reads every chapter's claims, and marks those that failed
                 gone = failures(out_dir, root)
                 pool = dataclasses.replace(pool, env=dict(env, **{FAILED_ENV: json.dumps(gone)}))
+                from .reference import REFERENCE  # (numpy: only for the report)
+
                 ref = root / REFERENCE.relative_to(ROOT)  # the report compares with it
                 extra = _claims_digest(claims) + json.dumps(gone, sort_keys=True)
                 extra += hashlib.sha256(ref.read_bytes() if ref.is_file() else b"").hexdigest()

@@ -1,10 +1,10 @@
 """The pool of worker processes that execute chapters, and what stops them.
 
-Each chapter runs in its own process and session (:func:`lib.book.notebook.run_child`, its
+Each chapter runs in its own process and session (:func:`bookbuild.notebook.run_child`, its
 kernel a child of that), ``workers`` at a time, writing into a staging folder of its own;
-a chapter that ran to the end is published from there (:mod:`lib.book.outputs`). A chapter
+a chapter that ran to the end is published from there (:mod:`bookbuild.outputs`). A chapter
 that runs long says so every minute, with the time it is expected to take. Ctrl-C (or
-SIGTERM, SIGHUP: :func:`lib.book.cli.interrupt_on_stop`) in the parent sends SIGTERM to
+SIGTERM, SIGHUP: :func:`bookbuild.cli.interrupt_on_stop`) in the parent sends SIGTERM to
 every running worker's session; a worker turns SIGTERM into KeyboardInterrupt, which
 shuts its kernel down before it exits, so no kernel outlives the interrupt, and the
 parent returns only once every worker has ended. An interrupted chapter is reported as
@@ -120,7 +120,7 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
                 env = dict(env, BOOK_CLAIMS_DIR=str(folder / "claims"))
             cmd = [sys.executable, "-c", _CHILD, notebook.__file__, str(job.md),
                    str(folder / job.out.name), job.stamp, str(pool.root), str(job.out)]  # fmt: skip
-            # The worker runs lib/book/notebook.py alone, without importing its package;
+            # The worker runs bookbuild/notebook.py alone, without importing its package;
             # the kernel runs in ``root`` with ``root`` first on its path, so a chapter
             # imports root's lib.
             with starting:
@@ -207,7 +207,7 @@ def _communicate(p: subprocess.Popen, pool: Pool, stem: str, expected: float, t0
             n = int((time.perf_counter() - t0) // every) + 1
 
 
-# A worker: lib/book/notebook.py loaded as a lone module (not as part of its package), then
+# A worker: bookbuild/notebook.py loaded as a lone module (not as part of its package), then
 # its run_child.
 _CHILD = (
     "import importlib.util, sys; spec = importlib.util.spec_from_file_location('_booktools', "

@@ -41,7 +41,7 @@ def stage(
 
     Files are copied only when they changed, so Sphinx re-reads exactly the pages whose
     notebooks were executed again; every copy is verified against its source, and one that
-    a full disk left short is made again (:class:`lib.book.mathjax.Copies`). With ``partial`` (``make chapter``), a chapter never
+    a full disk left short is made again (:class:`bookbuild.mathjax.Copies`). With ``partial`` (``make chapter``), a chapter never
     executed is staged as its source, a page without outputs, and said so in one line;
     Sphinx then shows no warning about those pages (they are listed in
     ``_not_executed.txt``, read by ``_ext/book_ext.py``), only those of the others. When a
@@ -52,9 +52,9 @@ def stage(
     if 'execute_notebooks: "off"' not in config:
         raise BuildError(
             "_config.yml must set 'execute_notebooks: \"off\"': chapters are executed by "
-            "lib.booktools, never by jupyter-book"
+            "bookbuild, never by jupyter-book"
         )
-    copies = Copies(out)  # every copied file verified against its source (lib/book/mathjax.py)
+    copies = Copies(out)  # every copied file verified against its source (bookbuild/mathjax.py)
     changed = [n for n in BOOK_FILES if (root / n).exists() and copies.file(root / n, out / n)]
     if changed and doctrees is not None and doctrees.exists():
         print(f"{', '.join(changed)} changed: every page is read again")

@@ -1,4 +1,4 @@
-"""Run a command while holding a lock file: ``python lib/book/lock.py LOCKFILE COMMAND...``.
+"""Run a command while holding a lock file: ``python bookbuild/lock.py LOCKFILE COMMAND...``.
 
 The Makefile's ``LOCK``: two builds in one checkout take turns instead of clobbering each
 other's outputs. It replaces ``flock(1)`` for two reasons:
@@ -215,7 +215,7 @@ def run_locked(lockfile: str, command: list[str], log=None) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print("usage: python lib/book/lock.py LOCKFILE COMMAND...", file=sys.stderr)
+        print("usage: python bookbuild/lock.py LOCKFILE COMMAND...", file=sys.stderr)
         return 2
     try:
         code = run_locked(argv[0], argv[1:])

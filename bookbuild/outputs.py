@@ -112,7 +112,7 @@ def publish(folder: Path, notebook: Path, claims: Path | None, log: Path) -> Non
 
 def publish_failed(folder: Path, notebook: Path, claims: Path | None, stem: str) -> bool:
     """Publish the notebook of a chapter that failed, if its worker wrote one (the cells
-    that ran, under a banner: :func:`lib.book.notebook.mark_failed`), so that the book
+    that ran, under a banner: :func:`bookbuild.notebook.mark_failed`), so that the book
     still builds its page; and withdraw the chapter's published claims and kept curves,
     which a later run no longer supports (the report marks the chapter failed). Returns
     whether a notebook was published."""

@@ -1,7 +1,7 @@
 """``make test`` does not run a chapter twice on the same inputs.
 
 After a chapter passes under nbmake, its executed notebook and its claims are kept in a
-cache with the chapter's stamp (:func:`lib.book.stamps.chapter_stamp`: its source, the
+cache with the chapter's stamp (:func:`bookbuild.stamps.chapter_stamp`: its source, the
 ``lib`` modules it imports, ``lib``'s data files, the requirements, every installed
 package's version and Python), taken at ``ci`` scale with the settings of the test run
 (:func:`run_settings`). The next ``make test`` restores a chapter whose stamp is unchanged
@@ -18,7 +18,6 @@ import os
 import shutil
 from pathlib import Path
 
-from .claims import CURVES
 from .execute import REPORT_PREFIX
 from .notebook import ROOT, STAMP_KEY, atomic_write, chapters
 from .stamps import chapter_stamp, environment_fingerprint, notebook_stamp
@@ -42,6 +41,8 @@ def restore(
     """Restore into ``nb_dir`` every chapter (not the report) whose cached stamp matches;
     return ``(to run, restored)`` stems. Writes the stamps and the list of notebooks to run
     into ``nb_dir`` and, with ``times``, the restored chapters into ``times/cached.txt``."""
+    from lib.book.claims import CURVES  # (numpy: the command line starts without it)
+
     env = environment_fingerprint() + "\n" + run_settings()
     stamps, todo, restored = {}, [], []
     (nb_dir / "claims").mkdir(parents=True, exist_ok=True)
@@ -70,6 +71,8 @@ def restore(
 def store(nb_dir: Path, cache: Path, junit: Path) -> list[str]:
     """Keep every chapter that passed in the JUnit file ``junit`` (nbmake's), stamped as
     :func:`restore` found it before the run; return their stems."""
+    from lib.book.claims import CURVES
+
     stamps = json.loads((nb_dir / STAMPS).read_text())
     kept = []
     (cache / "claims").mkdir(parents=True, exist_ok=True)

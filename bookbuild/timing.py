@@ -52,7 +52,7 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
     """The table ``make test`` prints at its end: the seconds of each phase (``phases.txt``:
     lines ``phase milliseconds``, as the Makefile writes them) and of each notebook (the
     JUnit XML files ``chapters.xml`` and ``report.xml`` of nbmake; ``cached.txt`` lists the
-    chapters restored by :mod:`lib.book.testcache`, not run). With ``record``, the
+    chapters restored by :mod:`bookbuild.testcache`, not run). With ``record``, the
     seconds of every notebook are merged into ``.cache/chapter-durations.json`` (those of
     one that failed only where they are longer than the recorded ones: a lower bound),
     from which the next run orders the chapters, the longest first (conftest.py)."""
@@ -71,7 +71,7 @@ def timing_table(times: Path, root: Path = ROOT, record: bool = True) -> str:
     if notebooks or cached:
         lines += ["", f"{'notebook (nbmake, BOOK_SCALE=ci)':<{w}}{'s':>8}  outcome"]
         lines += [f"{Path(n).stem:<{w}}{t:>8.0f}  {o}" for n, t, o in notebooks]
-        # restored by lib.book.testcache: unchanged since they last passed, not run
+        # restored by bookbuild.testcache: unchanged since they last passed, not run
         lines += [f"{n:<{w}}{'-':>8}  passed before, unchanged (FRESH=1 runs it)" for n in cached]
     if record and notebooks:
         path = root / DURATIONS_RECORD

@@ -94,9 +94,8 @@ def lib_closure(source: str, root: Path = ROOT, package: str = PACKAGE) -> list[
 
 def environment_fingerprint() -> str:
     """Python version and every installed distribution with its version."""
-    dists = sorted(
-        {f"{d.metadata['Name']}=={d.version}".lower() for d in importlib.metadata.distributions()}
-    )
+    metas = [d.metadata for d in importlib.metadata.distributions()]  # each parsed once
+    dists = sorted({f"{m['Name']}=={m['Version']}".lower() for m in metas})
     return f"python {platform.python_version()}\n" + "\n".join(dists)
 
 

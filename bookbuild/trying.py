@@ -29,8 +29,8 @@ import shlex
 import shutil
 from pathlib import Path
 
-from ..env import CHAPTER_ENV, SET_ENV, ConfigError
-from ..experiments.settings import apply_settings, differences, parse_settings
+from lib.env import CHAPTER_ENV, SET_ENV, ConfigError
+from lib.experiments.settings import apply_settings, differences, parse_settings
 
 TRY_DIR = Path("build") / "try"
 SMOKE_SUMMARY = Path("build") / "paper-smoke" / "summary.json"  # make paper-smoke's estimates
@@ -85,7 +85,7 @@ def _stage_one(executed: Path, stem: str, out: Path, root: Path, top: str) -> Pa
 def no_longer_holds(claims_file: Path) -> list[tuple[str, str, str]]:
     """``(claim id, what it measured, what the chapter says)`` for every claim of a try run
     whose status is not the chapter's verdict."""
-    from .claims import Claim, load
+    from lib.book.claims import Claim, load
 
     if not claims_file.is_file():  # a chapter that checks no claim
         return []
@@ -131,7 +131,8 @@ def estimate(stem: str, scale: str, changed, root: Path) -> tuple[float | None, 
     the book's when it counts steps or seeds (``two_steps``, ``n_gd_seeds``), and of their
     lengths when it is a tuple (seeds, grids). The whole chapter is scaled by each, as if
     every run of it changed: a rough figure, long rather than short. None in the smoke mode."""
-    from ..env import smoke
+    from lib.env import smoke
+
     from .execute import known_seconds
 
     if smoke():
@@ -179,14 +180,14 @@ def prepare(only: str | None, settings_text: str, scale: str, root: Path):
     """Everything a try checks before it runs: ``(chapter, book config, tried config,
     changed settings, estimated seconds, how they were reckoned)``; one line for the first
     problem (the chapter, the settings, their ranges, a run estimated too long)."""
-    from ..experiments import config, module_for
+    from lib.experiments import config, module_for
 
     md = chapter_to_try(only, root)
     settings = parse_settings(settings_text)
     module = module_for(md.stem)
     book_cfg = config(module, scale)
     if len(dataclasses.fields(book_cfg)) == 1:  # the scale alone: nothing to try
-        from ..experiments import modules
+        from lib.experiments import modules
 
         have = [s for s, m in sorted(modules().items()) if len(dataclasses.fields(m.Config)) > 1]
         raise ConfigError(
@@ -251,7 +252,7 @@ def run_try(only: str, settings_text: str, scale: str, device: str, root: Path, 
         raise ConfigError(f"the try page could not be built: {' | '.join(tail)}")
     failed = no_longer_holds(folder / "claims" / f"{md.stem}.json")
     if failed:
-        from .page import table_markdown
+        from lib.book.page import table_markdown
 
         log(f"\n{len(failed)} claim(s) no longer hold with these settings:")
         log(table_markdown(failed, ["claim", "measured", "the chapter says"]))

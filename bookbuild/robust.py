@@ -6,7 +6,7 @@ float32 rounding) would flip on another CPU, whose last bits differ. The perturb
 into ``<out>/perturbed``; the unperturbed claims come from ``make test``'s cache where
 a chapter's stamp is fresh there, and are executed into ``<out>/plain`` otherwise. The
 command fails when a check or a finding differs between the two (or a chapter fails),
-and prints every measured claim that changed (:func:`lib.book.reference.compare_runs`).
+and prints every measured claim that changed (:func:`bookbuild.reference.compare_runs`).
 Both runs are stamped, so a second ``make robust`` on the same inputs runs nothing.
 """
 
@@ -26,7 +26,7 @@ def run_robust(
 ) -> int:
     """Run the perturbed and (where the test cache is not fresh) the unperturbed ``ci``
     book, then compare their claims; returns 0 when no check or finding changed."""
-    from ..env import PERTURB_ENV, perturbation
+    from lib.env import PERTURB_ENV, perturbation
 
     stems = [md.stem for md in chapters(root) if not md.stem.startswith(REPORT_PREFIX)]
     plain = out / "plain"

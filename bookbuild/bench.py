@@ -1,6 +1,6 @@
 """Benchmark: K instances batched against the same K run one after another.
 
-Run ``make bench`` (or ``python -m lib.bench``). For every model family in
+Run ``make bench`` (or ``python -m bookbuild.bench``). For every model family in
 :data:`FAMILIES` it trains K=16 instances for S Adam steps three ways and prints
 steps per second (one "step" advances all K instances) and the ratios, once on one CPU
 thread (how the book trains: one worker per core, one thread each) and once on torch's
@@ -15,11 +15,11 @@ A last line times one batched small-initialization run (gamma = 1) on modular ad
 with denormal floats flushed to zero, as the book does (:mod:`lib.process`), against the
 same run computing with denormals.
 
-With ``--build`` it times the book's build instead (``python -m lib.bench --build``), at
+With ``--build`` it times the book's build instead (``python -m bookbuild.bench --build``), at
 ``BOOK_SCALE=ci`` in temporary folders:
 
 * serial against parallel: every chapter one after another with torch free to use every
-  core (the old build), against :func:`lib.book.execute.execute`'s parallel workers, one
+  core (the old build), against :func:`bookbuild.execute.execute`'s parallel workers, one
   torch thread each;
 * busy against quiet: the parallel run again while another process keeps one core
   busy, chapter by chapter.
@@ -52,10 +52,10 @@ from functools import partial
 import torch
 import torch.nn as nn
 
-from .env import cpu_threads, quietly
-from .training.engine import train
-from .training.layers import ACTIVATIONS
-from .training.models import EmbMLP, LinearEmb, Transformer, build
+from lib.env import cpu_threads, quietly
+from lib.training.engine import train
+from lib.training.layers import ACTIVATIONS
+from lib.training.models import EmbMLP, LinearEmb, Transformer, build
 
 
 class _PlainEmbMLP(nn.Module):
@@ -205,8 +205,9 @@ def run_build(scale: str = "ci"):
     import tempfile
     from pathlib import Path
 
-    from .book.execute import execute
-    from .env import get_device
+    from lib.env import get_device
+
+    from .execute import execute
 
     device = str(get_device())
     silent = lambda *a: None  # noqa: E731
@@ -295,7 +296,7 @@ def _smoke_child(md: str, out: str, errors: str) -> int:
     import nbformat
     from nbclient import NotebookClient
 
-    from .book.notebook import ROOT, check_chapter
+    from .notebook import ROOT, check_chapter
 
     nb = check_chapter(Path(md))
     client = NotebookClient(nb, timeout=None, kernel_name="python3", allow_errors=True,
@@ -319,17 +320,17 @@ def _smoke_child(md: str, out: str, errors: str) -> int:
 
 
 _SMOKE_CHILD = (
-    "import sys; from lib.bench import _smoke_child; sys.exit(_smoke_child(*sys.argv[1:]))"
+    "import sys; from bookbuild.bench import _smoke_child; sys.exit(_smoke_child(*sys.argv[1:]))"
 )
 
 
 def paper_smoke(out, only=None, log=print):
-    """Every chapter (or those ``only`` names, exactly: :func:`lib.book.notebook.select_chapters`)
+    """Every chapter (or those ``only`` names, exactly: :func:`bookbuild.notebook.select_chapters`)
     at paper scale in the smoke mode, one at a time; returns one row per chapter (with the
     errors of its cells; every cell is run) and writes them to ``out/summary.json``."""
     from pathlib import Path
 
-    from .book.notebook import ROOT, select_chapters
+    from .notebook import ROOT, select_chapters
 
     # the report page last, on the claims recorded here; a name that is no chapter is
     # refused before anything runs
@@ -425,7 +426,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args(argv)
     if args.paper_smoke:
-        from .book.notebook import BuildError
+        from .notebook import BuildError
 
         try:
             rows = paper_smoke(args.paper_smoke, args.only)

@@ -3,7 +3,7 @@
 ``docs/reference_claims.json`` keeps every claim's tier and status at ``ci`` and at
 ``book`` from the reference run, with its commit, written by one command::
 
-    python -m lib.booktools reference build/executed/claims --scale book
+    python -m bookbuild reference build/executed/claims --scale book
 
 A run on any machine compares itself with them. A check or a finding that changes its
 status has already stopped that run (its verdict is asserted). A measured claim that
@@ -19,7 +19,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from .claims import ASSERTED_TIERS, CURVES, Claim
+from lib.book.claims import ASSERTED_TIERS, CURVES, Claim
+
 from .notebook import ROOT, atomic_write
 
 REFERENCE = ROOT / "docs" / "reference_claims.json"
