@@ -46,9 +46,17 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
         )
     if not torch.all(y.abs() == 1):
         raise ValueError("labels must be +1 or -1")
-    # Every group at once: the other groups' sums are the totals less the group's own.
     N, f = Z.shape[1:]
+    if N < f:
+        # Fewer points than features: every centred point, mean and fitted weight lies in
+        # the span of the N rows, so the probe is fitted in an orthonormal basis of it (N
+        # coordinates instead of f; the ridge keeps its scale, the mean over all f).
+        Z = Z @ torch.linalg.qr(Z.mT)[0]
     ids, g_of = torch.unique(grp, return_inverse=True)
+    sizes = torch.bincount(g_of)
+    if bool((sizes == sizes[0]).all()) and int(sizes[0]) < Z.shape[-1]:
+        return _equal_groups(Z, y, g_of, len(ids), ridge, f)
+    # Every group at once: the other groups' sums are the totals less the group's own.
     member = F.one_hot(g_of, len(ids)).to(Z.dtype).T  # (G, N)
     n_tr = (N - member.sum(1))[None, :, None]  # (1, G, 1)
     Zy = Z * y[:, None]
@@ -57,15 +65,49 @@ def heldout_probe(Z, labels, groups, ridge: float = 1.0) -> torch.Tensor:
     y_tr = (y.sum() - member @ y)[None, :, None]
     own = torch.stack([Z[:, g_of == i].mT @ Z[:, g_of == i] for i in range(len(ids))], 1)
     C = (Z.mT @ Z)[:, None] - own - n_tr[..., None] * mu[..., :, None] * mu[..., None, :]
-    lam = ridge * torch.diagonal(C, dim1=-2, dim2=-1).mean(-1).clamp_min(1e-300) + 1e-300
+    trace = torch.diagonal(C, dim1=-2, dim2=-1).sum(-1)
+    lam = ridge * (trace / f).clamp_min(1e-300) + 1e-300  # ridge x the mean eigenvalue
     rhs = (zy_tr - mu * y_tr)[..., None]  # the centred features against the labels
-    eye = torch.eye(f, dtype=Z.dtype, device=Z.device)
+    eye = torch.eye(Z.shape[-1], dtype=Z.dtype, device=Z.device)
     # One thread: torch's batched LU on several CPU threads fails inside MKL (DLASWP) at
     # paper width (f = 256, K >= 3); below that its results equal the one-thread ones.
     with cpu_threads(1):
         w = torch.linalg.solve(C + lam[..., None, None] * eye, rhs)[..., 0]  # (K, G, f)
     pred = ((Z - mu[:, g_of]) * w[:, g_of]).sum(-1)  # each point by its group's probe
     return (torch.sign(pred) == y).sum(-1).to(Z.dtype) / N
+
+
+def _equal_groups(Z, y, g_of, n_groups: int, ridge: float, f: int) -> torch.Tensor:
+    """:func:`heldout_probe` for groups of one size n_g: each group's covariance is the
+    centred total's less a rank n_g + 1 term, so every group's probe is solved from one
+    eigendecomposition of the total (Woodbury) instead of one f x f system per group.
+    ``f``: the number of features the ridge is scaled by."""
+    N = Z.shape[1]
+    n_g = N // n_groups
+    n_t = N - n_g
+    order = torch.argsort(g_of, stable=True)
+    m = Z.mean(1, keepdim=True)
+    lam_all, Q = torch.linalg.eigh((Z - m).mT @ (Z - m))  # the centred total scatter
+    Zt = Z @ Q  # every point in its eigenbasis, where that scatter is diagonal
+    Zg = Zt[:, order].unflatten(1, (n_groups, n_g))  # (K, G, n_g, f)
+    yg = y[order].view(n_groups, n_g)
+    mbar = Zg.mean(2)  # (K, G, f): each group's own mean
+    mu = (Zt.sum(1, keepdim=True) - n_g * mbar) / n_t  # and the other groups' mean
+    dev, d, c = Zg - mbar[:, :, None], mu - mbar, n_t * n_g / N
+    # The other groups' covariance: the total's less dev^T dev + c d d^T.
+    U = torch.cat([dev.mT, c**0.5 * d[..., None]], -1)  # (K, G, f, n_g + 1)
+    trace = lam_all.sum(-1, keepdim=True) - dev.pow(2).sum((2, 3)) - c * d.pow(2).sum(-1)
+    lam = ridge * (trace / f).clamp_min(1e-300) + 1e-300  # ridge x the mean eigenvalue
+    zy = (Zt * y[:, None]).sum(1, keepdim=True) - (Zg * yg[..., None]).sum(2)
+    rhs = zy - mu * (y.sum() - yg.sum(1))[None, :, None]  # (K, G, f)
+    D = 1 / (lam_all[:, None, :] + lam[..., None])  # the total's ridge inverse, diagonal
+    DU = D[..., None] * U
+    S = torch.eye(U.shape[-1], dtype=Z.dtype, device=Z.device) - U.mT @ DU
+    with cpu_threads(1):  # as in heldout_probe
+        corr = torch.linalg.solve(S, U.mT @ (D * rhs)[..., None])
+    w = D * rhs + (DU @ corr)[..., 0]  # (K, G, f): each group's probe
+    pred = ((Zg - mu[:, :, None]) * w[:, :, None]).sum(-1)  # (K, G, n_g)
+    return (torch.sign(pred) == yg).sum((1, 2)).to(Z.dtype) / N
 
 
 def bit_probe_callbacks(model, data, layout, targets, params0, instances=None) -> dict:

@@ -28,17 +28,10 @@ __all__ = [
 ]
 
 
-def emb_mlp_input_hessian(model: EmbMLP, params, X, y) -> torch.Tensor:
-    r"""Per-sequence Hessian of the cross-entropy with respect to the bag :math:`h=\sum_iE_{x_i}`.
-
-    With :math:`a=hW_1`, :math:`f=\sigma(a)W_2`, :math:`p=\mathrm{softmax}(f)` and
-    :math:`J=W_1\,\mathrm{diag}(\sigma'(a))\,W_2` (:math:`d\times n`),
-
-    .. math:: \nabla^2_h\ell = J(\mathrm{diag}\,p-pp^\top)J^\top
-              + W_1\,\mathrm{diag}\big(\sigma''(a)\odot W_2(p-e_y)\big)\,W_1^\top .
-
-    ``X`` is ``(N, L)`` shared by all instances; returns ``(K, N, d, d)`` in float64.
-    """
+def _bag_derivatives(model: EmbMLP, params, X, y):
+    r"""The pieces of :func:`emb_mlp_input_hessian`, per instance and sequence: ``J``
+    ``(K, N, d, n)``, ``p`` ``(K, N, n)``, the curvature weights
+    :math:`w=\sigma''(a)\odot W_2(p-e_y)` ``(K, N, m)`` and ``W1`` (float64)."""
     E, W1, W2 = _w(params, "E"), _w(params, "W1"), _w(params, "W2")
     X = torch.as_tensor(X, device=E.device)
     act = ACTIVATIONS[model.activation]
@@ -51,19 +44,35 @@ def emb_mlp_input_hessian(model: EmbMLP, params, X, y) -> torch.Tensor:
     Y = torch.nn.functional.one_hot(torch.as_tensor(y, device=E.device), W2.shape[-1]).to(F64)
     K, N = a.shape[:2]
     d, n = W1.shape[1], W2.shape[-1]
-    # J and the curvature term are sums over the hidden units m: each is one matrix product
-    # of the (K, N, m) per-sequence weights with a (K, m, .) table of products of weights,
-    # rather than N small products per instance.
+    # J is a sum over the hidden units m: one matrix product of the (K, N, m) per-sequence
+    # weights with a (K, m, d n) table of products of weights, rather than N small products.
     J = (d1 @ torch.einsum("kdm,kmc->kmdc", W1, W2).reshape(K, -1, d * n)).view(K, N, d, n)
+    return J, p, d2 * ((p - Y) @ W2.mT), W1
+
+
+def emb_mlp_input_hessian(model: EmbMLP, params, X, y) -> torch.Tensor:
+    r"""Per-sequence Hessian of the cross-entropy with respect to the bag :math:`h=\sum_iE_{x_i}`.
+
+    With :math:`a=hW_1`, :math:`f=\sigma(a)W_2`, :math:`p=\mathrm{softmax}(f)` and
+    :math:`J=W_1\,\mathrm{diag}(\sigma'(a))\,W_2` (:math:`d\times n`),
+
+    .. math:: \nabla^2_h\ell = J(\mathrm{diag}\,p-pp^\top)J^\top
+              + W_1\,\mathrm{diag}\big(\sigma''(a)\odot W_2(p-e_y)\big)\,W_1^\top .
+
+    ``X`` is ``(N, L)`` shared by all instances; returns ``(K, N, d, d)`` in float64.
+    """
+    J, p, w, W1 = _bag_derivatives(model, params, X, y)
+    K, N, d, _ = J.shape
     Jp = (J @ p[..., None])[..., 0]  # (K, N, d)
     gauss = (J * p[:, :, None, :]) @ J.mT - Jp[..., :, None] * Jp[..., None, :]
-    w = d2 * ((p - Y) @ W2.mT)  # (K, N, m)
+    # The curvature term, like J, is one product with a (K, m, d d) table.
     curv = (w @ torch.einsum("kdm,kem->kmde", W1, W1).reshape(K, -1, d * d)).view(K, N, d, d)
     return gauss + curv
 
 
 def antisymmetric_hessian(model: EmbMLP, params, X, y, first, second) -> torch.Tensor:
-    r"""Hessian of the mean loss in the antisymmetric embedding mode, ``(K, P d, P d)``.
+    r"""Hessian of the mean loss in the antisymmetric embedding mode, ``(K, P d, P d)``
+    (Chapter 3, ``eq-escape-linear``).
 
     For token pairs ``(first[p], second[p])`` write :math:`E_{first}=S+A`,
     :math:`E_{second}=S-A`. The bag of sequence :math:`n` moves by
@@ -72,17 +81,33 @@ def antisymmetric_hessian(model: EmbMLP, params, X, y, first, second) -> torch.T
     (:func:`emb_mlp_input_hessian`). On a state symmetric under the exchange of each pair,
     gradient descent at rate :math:`\eta` moves :math:`A` by
     :math:`A\leftarrow(I-\tfrac\eta2H_A)A` to first order: the linearized escape.
+
+    The sequences that share a row :math:`M_n` are summed first, each group's Gauss-Newton
+    term as one matrix product over its sequences and labels (rows of zeros dropped).
     """
-    Hn = emb_mlp_input_hessian(model, params, X, y)
-    X = torch.as_tensor(X, device=Hn.device)
+    J, p, w, W1 = _bag_derivatives(model, params, X, y)
+    K, N, d, n = J.shape
+    X = torch.as_tensor(X, device=J.device)
     V = params["E"].shape[1]
-    C = torch.zeros(X.shape[0], V, dtype=F64, device=Hn.device).scatter_add_(
-        1, X, torch.ones(X.shape, dtype=F64, device=Hn.device)
+    C = torch.zeros(X.shape[0], V, dtype=F64, device=J.device).scatter_add_(
+        1, X, torch.ones(X.shape, dtype=F64, device=J.device)
     )
     M = C[:, list(first)] - C[:, list(second)]  # (N, P)
-    K, N, d, _ = Hn.shape
+    rows, row_of = torch.unique(M, dim=0, return_inverse=True)
+    groups = [r for r in range(len(rows)) if bool(rows[r].any())]  # M_n = 0 adds nothing
     P = M.shape[1]
-    H = torch.einsum("np,nq,knij->kpiqj", M, M, Hn) / N
+    if not groups:
+        return torch.zeros(K, P * d, P * d, dtype=F64, device=J.device)
+    S = []
+    for r in groups:
+        idx = torch.nonzero(row_of == r)[:, 0]
+        Jr, pr = J[:, idx], p[:, idx]  # (K, n_r, d, n), (K, n_r, n)
+        B = (Jr * pr[:, :, None, :].sqrt()).permute(0, 2, 1, 3).reshape(K, d, -1)
+        Jp = (Jr @ pr[..., None])[..., 0]  # (K, n_r, d)
+        curv = (W1 * w[:, idx].sum(1)[:, None, :]) @ W1.mT
+        S.append(B @ B.mT - Jp.mT @ Jp + curv)
+    rows = rows[groups]
+    H = torch.einsum("rp,rq,krij->kpiqj", rows, rows, torch.stack(S, 1)) / N
     return H.reshape(K, P * d, P * d)
 
 
@@ -93,7 +118,8 @@ def antisymmetric_part(E, first, second) -> torch.Tensor:
 
 
 def propagate_linear(steps, H, eta, a0, total: int) -> np.ndarray:
-    r"""Norm of the antisymmetric mode under the linearized GD map, at every step 0..``total``.
+    r"""Norm of the antisymmetric mode under the linearized GD map (Chapter 3,
+    ``eq-escape-linear``), at every step 0..``total``.
 
     ``H`` is ``(n_logs, Pd, Pd)`` (:func:`antisymmetric_hessian` along the symmetric
     trajectory, at logged ``steps``), ``eta`` ``(n_logs,)`` the effective step size there
@@ -124,6 +150,7 @@ def growth_rate(H, eta) -> np.ndarray:
 
 
 def escape_prediction_holds(predicted, measured, tol: float) -> bool:
-    """Whether every predicted escape step is within a ratio ``1 +- tol`` of the measured one."""
+    """Whether every predicted escape step (Chapter 3, ``eq-escape-time``) is within a ratio
+    ``1 +- tol`` of the measured one."""
     r = np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float)
     return bool(np.all(np.abs(r - 1) <= tol))
