@@ -68,7 +68,7 @@ class Config(ChapterConfig):
         embeddings pooled by single-head attention from the last token. With W_Q = W_K = 0
         its attention is exactly uniform and it *is* the three-stair Emb-MLP (checked in the
         chapter). Its learned and frozen-QK runs are not run: as ensembles of copies they
-        would cost 163 s of CPU each at ci (3 seeds x 8 copies x 900 steps), more than the
+        would cost 163 s of CPU each with 3 seeds x 8 copies x 900 steps, more than the
         chapter's budget, on a task that uniform attention already reads; whether attention that must learn changes
         the staircase is Chapter 12's question, on a task built for it.
     copies, copy_rel: the attention model's staircase is read as a rate: every seed at small
@@ -83,8 +83,8 @@ class Config(ChapterConfig):
         not run.)
     two_steps, attn_steps, three_steps: Adam steps of the two-stair Emb-MLP (and its
         control), of the attention model and of the three-stair Emb-MLP. Each budget ends
-        well after its run's last stair (at ci and at book the attention model escapes
-        bit 1 by step 150 of 350 and 400, and the three-stair Emb-MLP's order-2 onsets come
+        well after its run's last stair (the attention model escapes bit 1 by step 150, of
+        200 at ci and 400 at book, and the three-stair Emb-MLP's order-2 onsets come
         by step 476 of 900), so every plateau and every fall is read whole.
     lead_tol: the leading-order term "is" the gradient where its cosine with it exceeds
         1 - lead_tol on every anchor.
@@ -135,8 +135,9 @@ OVERRIDES = {
         null_perm=50,
         sweep_gammas=(0.3, 0.5, 0.75, 1.0),
         two_steps=600,
-        attn_steps=350,
+        attn_steps=200,
         three_gammas=(1.0,),
+        copies=3,
     ),
     "paper": dict(
         n_keys=24,
