@@ -203,3 +203,14 @@ def test_rise_onset_finds_a_planted_later_rise_and_not_a_flat_curve():
     assert np.isnan(onset[0]) and np.isnan(rise[0])
     late, _, base_late = onsets.rise_onset(steps, climb[:, None], start=[250], min_rise=0.01)
     assert base_late[0] > 0.25 and np.isnan(late[0])  # already at its top: no later stair
+
+
+def test_rise_onset_is_where_the_climb_passes_half_way_for_good_not_an_early_spike():
+    """A spike at the start that reaches half the later climb and falls back (a transient
+    of the reading) is not the onset: the onset is the last upward crossing before the peak."""
+    steps = np.arange(0, 400, 10)
+    climb = np.where(steps < 200, 0.0, np.minimum((steps - 200) * 0.004, 0.3))
+    spiky = climb.copy()
+    spiky[1] = 0.2  # step 10: above half the final rise (0.15), then back to 0
+    onset, rise, base = onsets.rise_onset(steps, np.stack([climb, spiky], 1), start=[0, 0])
+    assert onset[0] == onset[1] and 230 <= onset[1] <= 250 and np.allclose(rise, 0.3)

@@ -78,8 +78,9 @@ def rise_onset(
     down); what marks a stair of its own is a climb *after* the earlier stair set in. For
     instance ``k``, over the logged steps ``t >= start[k]``, the climb to ``t`` is the curve
     at ``t`` minus its lowest value since ``start[k]``; ``rise`` is the largest climb,
-    ``base`` the trough it starts from, and the onset the first step after that trough at
-    which the curve reaches ``base + frac * rise``. A rise of at most ``min_rise`` (e.g. the
+    ``base`` the trough it starts from, and the onset the step at which the curve passes
+    ``base + frac * rise`` for good: the last upward crossing before the peak, so that a
+    transient that reaches the level and falls back is not the onset. A rise of at most ``min_rise`` (e.g. the
     half-width of the curve's null band), a peak of at most ``floor`` (e.g. clearly above
     the null), or a ``start`` of NaN, gives no onset (NaN).
 
@@ -108,7 +109,8 @@ def rise_onset(
         low = int(np.argmax(c[: top + 1] == trough[top]))  # where that trough was
         base[k] = trough[top]
         if rise[k] > min_rise and c[top] > floor:
-            onset[k] = steps[i0 + low + int(np.argmax(c[low:] >= base[k] + frac * rise[k]))]
+            below = np.flatnonzero(c[low : top + 1] < base[k] + frac * rise[k])
+            onset[k] = steps[i0 + low + (int(below[-1]) + 1 if below.size else 0)]
     return onset, rise, base
 
 
