@@ -1,4 +1,4 @@
-"""The reference run's claim statuses, and how another run differs from them.
+"""The reference run's claim statuses: written, and how another run differs from them.
 
 ``docs/reference_claims.json`` keeps every claim's tier and status at ``ci`` and at
 ``book`` from the reference run, with its commit, written by one command::
@@ -8,7 +8,8 @@
 A run on any machine compares itself with them. A check or a finding that changes its
 status has already stopped that run (its verdict is asserted). A measured claim that
 changes is printed once at the end of ``make book`` (:func:`print_changes`) and shown in
-the report ("here: partly; reference: new result"). ``make robust`` compares a perturbed
+the report ("here: partly; reference: new result"; reading the reference is
+:mod:`lib.book.reference`, which the report uses). ``make robust`` compares a perturbed
 run with an unperturbed one (:func:`compare_runs`): it fails when a check or a finding
 differs, and prints every measured claim that changed.
 """
@@ -20,10 +21,11 @@ import subprocess
 from pathlib import Path
 
 from lib.book.claims import ASSERTED_TIERS, CURVES, Claim
+from lib.book.reference import REFERENCE, differences, reference
 
 from .notebook import ROOT, atomic_write
 
-REFERENCE = ROOT / "docs" / "reference_claims.json"
+__all__ = ["REFERENCE", "write_reference", "print_changes", "compare_runs", "load_available"]
 
 
 def load_available(directory: Path) -> list[Claim]:
@@ -58,35 +60,6 @@ def write_reference(claims: Path, scale: str, root: Path = ROOT, path: Path = RE
     data[scale] = {"commit": _commit(root), "claims": table}
     atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
-
-
-def reference(scale: str, path: Path = REFERENCE) -> tuple[str, dict[tuple[str, str], tuple]]:
-    """The reference run's commit and ``{(chapter, id): (tier, status)}`` at ``scale``
-    (empty when none was recorded)."""
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    ref = data.get(scale, {})
-    table = {(ch, i): tuple(v) for ch, ids in ref.get("claims", {}).items() for i, v in ids.items()}
-    return ref.get("commit", ""), table
-
-
-def differences(rows: list[Claim], other: dict[tuple[str, str], tuple]) -> list[tuple]:
-    """``(claim, other tier, other status)`` for each claim whose status differs from the
-    other run's (``None``, ``None`` when the other run has no such claim)."""
-    out = []
-    for c in rows:
-        tier, status = other.get((c.chapter, c.id), (None, None))
-        if status != c.status:
-            out.append((c, tier, status))
-    return out
-
-
-def mark(rows: list[Claim], scale: str, path: Path = REFERENCE) -> list[Claim]:
-    """Set each claim's ``reference`` to the reference run's status where it differs."""
-    _, table = reference(scale, path)
-    if table:
-        for c, _tier, status in differences(rows, table):
-            c.reference = status or "not in the reference run"
-    return rows
 
 
 def _line(c: Claim, status: str | None) -> str:
