@@ -472,6 +472,14 @@ def test_char_tokenizer_round_trip(shakespeare, kjv):
         assert "".join(tok.id_to_token(i) for i in range(size)) == "".join(sorted(set(corpus.text)))
     with pytest.raises(KeyError, match="not in the tokenizer's vocabulary"):
         tokenizers.CharTokenizer("abc").encode("abd")
+    # characters beyond the vocabulary's largest, outside the basic plane, and no vocabulary
+    astral = tokenizers.CharTokenizer("b\U0001f600a")
+    assert astral.encode("a\U0001f600b").tolist() == [0, 2, 1]
+    with pytest.raises(KeyError, match="'\\U0001f601' is not"):
+        astral.encode("ab\U0001f601")
+    assert tokenizers.CharTokenizer("").encode("").shape == (0,)
+    with pytest.raises(KeyError, match="'x' is not"):
+        tokenizers.CharTokenizer("").encode("x")
 
 
 @pytest.fixture(scope="module")

@@ -144,6 +144,19 @@ def test_batched_stream_pairs_stay_in_rows(stream):
     close(sig.skip_signature(B, VL, 2), cond_loop(pairs, list(range(VL))))
 
 
+def test_pair_counts_in_one_table_equal_the_masked_ones(stream, monkeypatch):
+    """A small vocabulary counts every pair in one V x V table; a large one only the
+    requested rows: the same conditionals (NaN where a row never occurs)."""
+    B = stream.view(4, 50)
+    for rows in (None, [3, 0, 3], [VL - 1]):
+        table = sig.skip_signature(B, VL, 2, rows)
+        monkeypatch.setattr(sig, "_FULL_TABLE", 0)
+        masked = sig.skip_signature(B, VL, 2, rows)
+        monkeypatch.undo()
+        assert torch.equal(table.isnan(), masked.isnan())
+        assert torch.equal(table.nan_to_num(), masked.nan_to_num())
+
+
 @pytest.mark.parametrize("Tc,W", [(1, None), (7, None), (7, 3), (30, 30), (30, 1)])
 def test_window_weights(Tc, W):
     W_ = Tc if W is None else W

@@ -237,9 +237,17 @@ def _stream(tokens, V: int) -> torch.Tensor:
     return _ids(tokens, "tokens", V, (1, 2))
 
 
+# Vocabularies up to this many (first, second) pairs count every pair in one table.
+_FULL_TABLE = 1 << 22
+
+
 def _pair_conditional(first: torch.Tensor, second: torch.Tensor, V: int, rows) -> torch.Tensor:
     r""":math:`P(\text{second}=\nu \mid \text{first}=s)` for ``s in rows``, from aligned id tensors."""
     rows = _rows(rows, V, first.device)
+    if V * V <= _FULL_TABLE:  # one pass over every pair, no masking: the same counts
+        counts = torch.bincount(first.reshape(-1) * V + second.reshape(-1), minlength=V * V)
+        counts = counts.to(F64).view(V, V)[rows]
+        return counts / counts.sum(1, keepdim=True)
     uniq, inv = torch.unique(rows, return_inverse=True)
     row_of = torch.full((V,), -1, dtype=torch.long, device=first.device)
     row_of[uniq] = torch.arange(len(uniq), device=first.device)

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from .corpora import Corpus, split_by_document, validation_documents
@@ -53,6 +54,9 @@ class CharTokenizer:
     def __init__(self, text: str):
         self.chars: list[str] = sorted(set(text))
         self._index = {ch: i for i, ch in enumerate(self.chars)}
+        # id of each code point up to the largest one in the vocabulary; -1: not in it
+        self._lut = np.full(max(map(ord, self.chars), default=-1) + 1, -1, dtype=np.int64)
+        self._lut[[ord(ch) for ch in self.chars]] = np.arange(len(self.chars))
 
     @property
     def vocab_size(self) -> int:
@@ -60,12 +64,13 @@ class CharTokenizer:
 
     def encode(self, text: str) -> torch.Tensor:
         """``text`` → int64 tensor of ids; a character not seen at construction raises KeyError."""
-        try:
-            return torch.tensor([self._index[ch] for ch in text], dtype=torch.int64)
-        except KeyError as err:
-            raise KeyError(
-                f"character {err.args[0]!r} is not in the tokenizer's vocabulary"
-            ) from None
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+        ids = self._lut[np.minimum(codes, len(self._lut) - 1)] if len(self._lut) else codes
+        bad = (codes >= len(self._lut)) | (ids < 0) if len(self._lut) else codes >= 0
+        if bad.any():
+            first = text[int(bad.argmax())]
+            raise KeyError(f"character {first!r} is not in the tokenizer's vocabulary")
+        return torch.from_numpy(ids.astype(np.int64, copy=False))
 
     def decode(self, ids: torch.Tensor | Iterable[int]) -> str:
         return "".join(self.chars[i] for i in _as_id_list(ids))

@@ -318,7 +318,8 @@ def other_residual(D: dict, corpus: str) -> tuple[list[int], torch.Tensor]:
     text = LOADERS[corpus]().text
     tok, chars = D["tok"], set(text)
     keep = [i for i, t in enumerate(D["tracked"]) if tok.id_to_token(t) in chars]
-    ids = tok.encode("".join(ch for ch in text if ch in set(tok.chars)))
+    known = set(tok.chars)
+    ids = tok.encode("".join(ch for ch in text if ch in known))
     phi = targets(ids, D["V"], [D["tracked"][i] for i in keep], 2)
     return keep, phi["res_skip2"]
 

@@ -292,7 +292,7 @@ def corpus_stats(text: str) -> dict:
     return {
         "characters": len(text),
         "V": tok.vocab_size,
-        "digits": sum(c.isdigit() for c in text) / len(text),
+        "digits": sum(map(str.isdigit, text)) / len(text),
         KJV_GLUE["h12"]: H[2] - H[3],
         KJV_GLUE["h23"]: H[3] - H[4],
         "distinct lines": len(set(text.split("\n"))) / max(1, text.count("\n")),
