@@ -83,6 +83,7 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$(BIN)/python -c 'import pathlib, sys, sysconfig; cache = str(pathlib.Path(sys.prefix, "pycache")); \
 		pathlib.Path(sysconfig.get_paths()["purelib"], "book_pycache.pth").write_text("import sys; " \
 		f"sys.pycache_prefix = sys.pycache_prefix or {cache!r}; sys.dont_write_bytecode = False\n")'
+	$(BIN)/python -m bookbuild.warm
 	touch $(STAMP)
 
 venv: $(STAMP)

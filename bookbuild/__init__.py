@@ -50,5 +50,6 @@ reference run's statuses, and a run's differences from them), ``robust`` (``make
 the ci book perturbed against the plain one), ``trying`` (a chapter run
 with a reader's own settings, ``make try``) and ``cli`` (the command line). ``__main__`` is the command run as a program (``python -m bookbuild``), and ``bench``
 measures speed as ratios (batched against sequential training, a parallel against a
-serial build).
+serial build). ``warm`` compiles, once at install, the bytecode of what the chapters and
+the build import.
 """

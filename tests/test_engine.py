@@ -273,7 +273,7 @@ def _transformer_loop(model, params, X, k):
     h = p["E"][X] + p["P"][:L]
     for layer in range(model.n_layers):
         x = rmsnorm(h) if model.norm == "rms" else h
-        s = (x @ p[f"Q{layer}"]) @ (x @ p[f"K{layer}"]).transpose(1, 2) / model.dh**0.5
+        s = (x @ p[f"Q{layer}"]) @ (x @ p[f"K{layer}"]).transpose(1, 2) / model.d_model**0.5
         s = s.masked_fill(torch.triu(torch.ones(L, L, dtype=torch.bool), 1), float("-inf"))
         h = h + torch.softmax(s, -1) @ (x @ p[f"V{layer}"]) @ p[f"O{layer}"]
         if model.d_mlp:
@@ -288,9 +288,7 @@ def _transformer_loop(model, params, X, k):
 @pytest.mark.parametrize("norm", ["none", "rms"])
 @pytest.mark.parametrize("readout", ["last", "all"])
 def test_transformer_matches_plain_loop(norm, readout):
-    model = Transformer(
-        11, 8, context_len=6, n_layers=2, d_head=4, d_mlp=12, norm=norm, readout=readout
-    )
+    model = Transformer(11, 8, context_len=6, n_layers=2, d_mlp=12, norm=norm, readout=readout)
     params = build(model, [0, 1, 2], gamma=0.5)
     X = torch.randint(0, 11, (5, 6), generator=torch.Generator().manual_seed(1))
     out = model.forward(params, X)

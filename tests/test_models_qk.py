@@ -16,11 +16,9 @@ from lib.training.models import Transformer
 K, B = 3, 5
 
 
-def _pair(n_layers=2, d_head=4, **kw):
-    fac = Transformer(11, 8, 5, n_layers=n_layers, n_out=7, d_mlp=8, d_head=d_head, **kw)
-    col = Transformer(
-        11, 8, 5, n_layers=n_layers, n_out=7, d_mlp=8, d_head=d_head, qk="collapsed", **kw
-    )
+def _pair(n_layers=2, **kw):
+    fac = Transformer(11, 8, 5, n_layers=n_layers, n_out=7, d_mlp=8, **kw)
+    col = Transformer(11, 8, 5, n_layers=n_layers, n_out=7, d_mlp=8, qk="collapsed", **kw)
     p_fac = init_params(fac.specs(), [1, 2, 3], gamma=0.5, dtype=torch.float64)
     p_col = {n: v for n, v in p_fac.items() if n[0] not in "QK"}
     for layer in range(n_layers):

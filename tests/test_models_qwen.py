@@ -26,7 +26,7 @@ QWEN = dict(n_layers=2, norm="rms", mlp="swiglu", positions="rotary", readout="a
 
 
 def _model(**kw) -> Transformer:
-    base = dict(vocab_size=V, d_model=D, context_len=L, n_out=7, d_head=6, d_mlp=12)
+    base = dict(vocab_size=V, d_model=D, context_len=L, n_out=7, d_mlp=12)
     return Transformer(**{**base, **kw})
 
 
@@ -69,7 +69,7 @@ def _reference(model, params, X, k):
         q, kk, v = x @ p[f"Q{layer}"], x @ p[f"K{layer}"], x @ p[f"V{layer}"]
         if model.positions == "rotary":
             q, kk = _ref_rope(q), _ref_rope(kk)
-        s = (q @ kk.transpose(-1, -2) / math.sqrt(model.dh)).masked_fill(future, -math.inf)
+        s = (q @ kk.transpose(-1, -2) / math.sqrt(model.d_model)).masked_fill(future, -math.inf)
         h = h + torch.softmax(s, -1) @ v @ p[f"O{layer}"]
         x = _ref_norm(h, model.norm)
         if model.mlp == "swiglu":
@@ -271,7 +271,7 @@ def test_qwen_is_causal(layout):
         (dict(positions="alibi"), "positions"),
         (dict(norm="layer"), "norm"),
         (dict(positions="rotary", qk="collapsed"), "positions"),
-        (dict(positions="rotary", d_head=5), "d_head"),
+        (dict(positions="rotary", d_model=5), "d_model"),
         (dict(mlp="swiglu", d_mlp=0), "d_mlp"),
     ],
 )

@@ -80,7 +80,7 @@ class _DetachedAttention(Transformer):
         h = embed(params["E"], X) + params["P"][:, None, :L]
         mask = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
         q, k, v = lin(h, params["Q0"]), lin(h, params["K0"]), lin(h, params["V0"])
-        scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
+        scores = torch.matmul(q, k.transpose(-1, -2)) / self.d_model**0.5
         A = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).detach()
         h = (h + lin(torch.matmul(A, v), params["O0"]))[:, :, -1]
         return lin(h, params["U"])
@@ -105,7 +105,7 @@ def attention_scores(model: Transformer, params, X) -> torch.Tensor:
         h @ params["K0"].detach().double()[:, None]
     ).transpose(-1, -2)
     mask = torch.ones(L, L, dtype=torch.bool, device=s.device).tril()
-    return (s / model.dh**0.5).masked_fill(~mask, float("nan"))
+    return (s / model.d_model**0.5).masked_fill(~mask, float("nan"))
 
 
 def first_order_attention_distance(s: torch.Tensor) -> torch.Tensor:

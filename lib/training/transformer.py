@@ -45,12 +45,12 @@ __all__ = ["Transformer", "qk_product"]
 class Transformer:
     """A decoder-only transformer, batched over instances, for the staircase chapters.
 
-    h_0 = E[x] + P; per layer: h += softmax(mask(h W_Q (h W_K)^T / sqrt(d_head))) h W_V W_O,
+    h_0 = E[x] + P; per layer: h += softmax(mask(h W_Q (h W_K)^T / sqrt(d))) h W_V W_O,
     then, with ``d_mlp > 0``, h += sigma(h W_1) W_2; logits = h U. Single head, no biases.
     ``readout="last"`` predicts a label from the last position (the synthetic tasks);
     ``readout="all"`` predicts the next token at every position (language models).
     ``qk="collapsed"`` replaces the factorized query-key circuit by one (d, d) matrix per
-    layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d_head) (Chapter 9).
+    layer, ``QK{layer}``: scores = h W_QK h^T / sqrt(d) (Chapter 9).
 
     Three options make it a small decoder shaped like Qwen2.5 (Chapter 5), whose choices are
     ``norm="rms"``, ``mlp="swiglu"``, ``positions="rotary"``; the defaults are the model of
@@ -75,7 +75,6 @@ class Transformer:
     context_len: int
     n_layers: int = 1
     n_out: int | None = None
-    d_head: int | None = None
     d_mlp: int = 0
     activation: str = "relu"
     readout: str = "last"
@@ -105,7 +104,10 @@ class Transformer:
                 rotary and self.qk == "collapsed",
                 "positions='rotary' needs qk='factorized' (no one W_QK)",
             ),
-            (rotary and self.dh % 2, f"positions='rotary' needs an even d_head, got {self.dh}"),
+            (
+                rotary and self.d_model % 2,
+                f"positions='rotary' needs an even d_model, got {self.d_model}",
+            ),
             (
                 not self.readout_sees_self and (self.readout != "last" or self.n_layers != 1),
                 "readout_sees_self=False needs readout='last' and one layer",
@@ -120,12 +122,8 @@ class Transformer:
         """A tiny 2-layer instance with an MLP for the library-wide tests."""
         return cls(vocab_size=11, d_model=8, context_len=5, n_layers=2, n_out=7, d_mlp=8)
 
-    @property
-    def dh(self) -> int:
-        return self.d_head or self.d_model
-
     def specs(self) -> dict[str, ParamSpec]:
-        d, dh = self.d_model, self.dh
+        d = self.d_model
         s = {
             "E": ParamSpec((self.vocab_size, d), self.emb_fan_in or self.vocab_size, "embedding"),
         }
@@ -135,11 +133,11 @@ class Transformer:
             if self.qk == "collapsed":
                 s[f"QK{layer}"] = ParamSpec((d, d), d, "qk")
             else:
-                s[f"Q{layer}"] = ParamSpec((d, dh), d, "qk")
-                s[f"K{layer}"] = ParamSpec((d, dh), d, "qk")
+                s[f"Q{layer}"] = ParamSpec((d, d), d, "qk")
+                s[f"K{layer}"] = ParamSpec((d, d), d, "qk")
             if self.ov == "learned":
-                s[f"V{layer}"] = ParamSpec((d, dh), d, "ov")
-                s[f"O{layer}"] = ParamSpec((dh, d), dh, "ov")
+                s[f"V{layer}"] = ParamSpec((d, d), d, "ov")
+                s[f"O{layer}"] = ParamSpec((d, d), d, "ov")
             if self.d_mlp:
                 s[f"W1_{layer}"] = ParamSpec((d, self.d_mlp), d, "mlp")
                 s[f"W2_{layer}"] = ParamSpec((self.d_mlp, d), self.d_mlp, "mlp")
@@ -190,7 +188,7 @@ class Transformer:
         h = embed(params["E"], X)
         if self.positions == "learned":
             return h + params["P"][:, None, :L], None
-        return h, rope_tables(L, self.dh, dtype=h.dtype, device=h.device)
+        return h, rope_tables(L, self.d_model, dtype=h.dtype, device=h.device)
 
     def _causal_mask(self, L: int, device) -> torch.Tensor:
         """(L, L) booleans: which positions each position attends to (itself and before; the
@@ -242,9 +240,9 @@ class Transformer:
             # One query row: products and sums, not matmuls. A batched matmul with an
             # inner dimension of 1 (the backward of q k^T and A v here, one outer
             # product per sequence) ran 30x slower on the CPU (profiled in Chapter 2).
-            scores = (q * k).sum(-1).unsqueeze(-2) / self.dh**0.5
+            scores = (q * k).sum(-1).unsqueeze(-2) / self.d_model**0.5
         else:
-            scores = torch.matmul(q, k.transpose(-1, -2)) / self.dh**0.5
+            scores = torch.matmul(q, k.transpose(-1, -2)) / self.d_model**0.5
         A = torch.softmax(scores.masked_fill(~mask[rows], float("-inf")), dim=-1)
         mixed = (A.mT * v).sum(-2, keepdim=True) if one_row else torch.matmul(A, v)
         added = mixed if self.ov == "identity" else lin(mixed, params[f"O{layer}"])
@@ -313,7 +311,7 @@ class Transformer:
         if not self.readout_sees_self:
             scores = scores.clone()
             scores[..., -1] = float("-inf")
-        return torch.softmax(scores / self.dh**0.5, dim=-1)
+        return torch.softmax(scores / self.d_model**0.5, dim=-1)
 
     def _readout_mix(self, params, Xk, P_L, A) -> torch.Tensor:
         """What the attention adds to the readout row, (K, B, d): sum_j A_j h_j through the
