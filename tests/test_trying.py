@@ -72,10 +72,14 @@ def test_every_chapters_config_is_in_range_at_every_scale_and_each_rule_bites():
     for stem, module in modules().items():
         for scale in ("ci", "book", "paper"):
             cfg = config(module, scale)  # raises on a value out of its range
-            for f in dataclasses.fields(cfg):  # every numeric setting has a rule
-                value = getattr(cfg, f.name)
-                numeric = isinstance(value, int | float) and not isinstance(value, bool)
-                assert not numeric or rule_for(f.name), f"{stem}: no range rule for {f.name}"
+            groups = [cfg]
+            while groups:  # every numeric setting has a rule, in groups of settings too
+                group = groups.pop()
+                for f in dataclasses.fields(group):
+                    value = getattr(group, f.name)
+                    groups += [value] if dataclasses.is_dataclass(value) else []
+                    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+                    assert not numeric or rule_for(f.name), f"{stem}: no rule for {f.name}"
     cfg = config(ch02_context_staircase, "ci")
     for bad, says in [
         ({"gamma": -1}, "gamma must be > 0, got -1"),
@@ -168,3 +172,54 @@ def test_the_estimate_at_paper_is_make_paper_smokes_and_none_in_the_smoke_mode(
     assert seconds == 14400 and "make paper-smoke's estimate" in why
     monkeypatch.setenv("BOOK_SMOKE", "1")
     assert trying.estimate("02_b", "paper", [], tmp_path)[0] is None
+
+
+def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name():
+    """Settings two chapters share (the runs they both read) live in one group, a
+    ``SubConfig``: checked like any field and named with a dot, overridden by a dict of
+    what changes, and tried one value at a time (``SET="runs.lr=0.5"``)."""
+    import dataclasses
+    import types
+
+    from lib.experiments import ChapterConfig, SubConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class Runs(SubConfig):
+        lr: float = 1.0
+        seeds: tuple[int, ...] = (0, 1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Config(ChapterConfig):
+        runs: Runs = Runs()
+        width: int = 8
+
+    def module(ci):
+        toy = types.ModuleType("toy")
+        toy.CHAPTER, toy.Config, toy.OVERRIDES = "98_toy", Config, {"ci": ci}
+        return toy
+
+    cfg = config(module(dict(runs=dict(lr=2.0))), "ci")
+    assert (cfg.runs, cfg.width, cfg.scale) == (Runs(lr=2.0), 8, "ci")
+    for ci, says in [
+        (dict(runs=dict(lr=1.0)), "the override lr=1.0 equals the book default"),
+        (dict(runs=dict(lrr=2.0)), "in runs: unknown config key 'lrr'; did you mean 'lr'?"),
+        (dict(runs=dict(lr=-2.0)), "runs.lr must be > 0, got -2.0"),
+        (dict(runs=dict(lr="fast")), "runs.lr='fast' is a str, but runs.lr must be float"),
+        (dict(runs=dict(seeds=(1, 1))), "runs.seeds must be a tuple of distinct seeds"),
+    ]:
+        with pytest.raises(ConfigError, match="^[^\n]*$") as err:
+            config(module(ci), "ci")
+        assert says in str(err.value) and "scale 'ci'" in str(err.value), str(err.value)
+    tried = apply_settings(cfg, parse_settings("runs.lr=0.5 width=4"))
+    assert (tried.runs, tried.width) == (Runs(lr=0.5), 4)
+    assert differences(cfg, tried) == [("runs.lr", 0.5, 2.0), ("width", 4, 8)]
+    assert apply_settings(cfg, parse_settings("runs={'seeds': (3,)}")).runs == Runs(2.0, (3,))
+    for text, says in [
+        ("runs.lrr=1.0", "has no setting 'runs.lrr'; did you mean 'runs.lr'?"),
+        ("runs.lr=0.5 runs={'lr': 1.0}", "SET names runs and runs.lr: give one of them"),
+        ("runs.lr=0.5 runs.lr=0.6", "SET names runs.lr twice"),
+        ("runs.lr=-1.0", "runs.lr must be > 0, got -1.0"),
+    ]:
+        with pytest.raises(ConfigError, match="^[^\n]*$") as err:
+            apply_settings(cfg, parse_settings(text))
+        assert says in str(err.value), str(err.value)

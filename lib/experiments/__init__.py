@@ -53,7 +53,7 @@ from ..env import SCALES, ConfigError, check_scale, get_device, get_scale, pertu
 from .ranges import check_ranges
 from .settings import apply_settings, differences, settings_from_env
 
-__all__ = ["ChapterConfig", "config", "announce", "modules", "module_for"]
+__all__ = ["ChapterConfig", "SubConfig", "config", "announce", "modules", "module_for"]
 
 
 def _conforms(value: Any, hint: Any) -> bool:
@@ -87,33 +87,79 @@ def _conforms(value: Any, hint: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class SubConfig:
+    """Base class of a named group of settings inside a chapter's ``Config`` (the runs two
+    chapters share, a model, a task). A frozen dataclass whose fields are checked like the
+    Config's, by the Config that holds it, and named with a dot: ``runs.lr``. In
+    ``OVERRIDES`` and in ``make try``'s ``SET`` a group takes a dict of the values that
+    change (``runs=dict(lr=2.0)``), or one value at a time (``SET="runs.lr=0.5"``).
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {}
+
+
+def _check_fields(obj, where: str, prefix: str = "") -> None:
+    """Raise one line for the first field of ``obj`` (or of a group in it) of the wrong type
+    or out of its range."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if not _conforms(value, hints[f.name]):
+            hint = getattr(hints[f.name], "__name__", None) or str(hints[f.name])
+            raise ConfigError(
+                f"{where}: {prefix}{f.name}={value!r} is a {type(value).__name__}, "
+                f"but {prefix}{f.name} must be {hint.replace('typing.', '')}"
+            )
+        if isinstance(value, SubConfig):
+            _check_fields(value, where, f"{prefix}{f.name}.")
+    found = check_ranges(obj, obj.RANGES)
+    if found:
+        raise ConfigError(f"{where}: {prefix}{found}")
+
+
+def merge(cfg, changes: dict, where: str, refuse_defaults_of=None):
+    """``cfg`` with ``changes`` applied; a dict for a group (:class:`SubConfig`) changes only
+    the values it names. An unknown key gets a "did you mean"; with ``refuse_defaults_of``
+    (the book's config), a change equal to its book value is refused."""
+    names = [f.name for f in dataclasses.fields(cfg) if f.name != "scale"]
+    out = {}
+    for key, value in changes.items():
+        if key not in names:
+            near = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; its keys are: {', '.join(names)}"
+            raise ConfigError(f"{where}: unknown config key {key!r}{hint}")
+        current = getattr(cfg, key)
+        if isinstance(current, SubConfig) and isinstance(value, dict):
+            book = getattr(refuse_defaults_of, key) if refuse_defaults_of is not None else None
+            value = merge(current, value, f"{where}, in {key}", book)
+        elif refuse_defaults_of is not None:
+            book = getattr(refuse_defaults_of, key)
+            if value == book and type(value) is type(book):
+                raise ConfigError(
+                    f"{where}: the override {key}={value!r} equals the book default; drop it"
+                )
+        out[key] = value
+    return dataclasses.replace(cfg, **out)
+
+
+@dataclasses.dataclass(frozen=True)
 class ChapterConfig:
     """Base class of every chapter's ``Config``: the scale it is for, and type checks.
 
     Subclasses are frozen dataclasses; lists are written as tuples, so a config is
     immutable and hashable. Every value must also lie in its range (:mod:`.ranges`: a rule
-    by the field's name, or the Config's own in ``RANGES``, ``{field: rule}``).
+    by the field's name, or the Config's own in ``RANGES``, ``{field: rule}``). Settings
+    may be grouped in :class:`SubConfig` fields, checked the same way.
     """
 
     RANGES: ClassVar[dict[str, str]] = {}
     scale: str = "book"
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
         where = f"chapter {self.chapter()} at scale {self.scale!r}"
         if self.scale not in SCALES:
             raise ConfigError(f"{where}: unknown scale; valid values are: {', '.join(SCALES)}")
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _conforms(value, hints[f.name]):
-                hint = getattr(hints[f.name], "__name__", None) or str(hints[f.name])
-                raise ConfigError(
-                    f"{where}: {f.name}={value!r} is a {type(value).__name__}, "
-                    f"but {f.name} must be {hint.replace('typing.', '')}"
-                )
-        found = check_ranges(self, self.RANGES)
-        if found:
-            raise ConfigError(f"{where}: {found}")
+        _check_fields(self, where)
 
     @classmethod
     def chapter(cls) -> str:
@@ -138,20 +184,10 @@ def config(module: ModuleType, scale: str | None = None) -> ChapterConfig:
             f"chapter {chapter}: OVERRIDES has scale(s) {sorted(unknown_scales)}; the book "
             f"defaults are the Config's own, and the overrides are for: ci, paper"
         )
-    changes = dict(overrides.get(scale, {}))
+    where = f"chapter {chapter} at scale {scale!r}"
     defaults = cls()
-    names = [f.name for f in dataclasses.fields(cls) if f.name != "scale"]
-    for key, value in changes.items():
-        where = f"chapter {chapter} at scale {scale!r}"
-        if key not in names:
-            near = difflib.get_close_matches(key, names, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; its keys are: {', '.join(names)}"
-            raise ConfigError(f"{where}: unknown config key {key!r}{hint}")
-        if value == getattr(defaults, key) and type(value) is type(getattr(defaults, key)):
-            raise ConfigError(
-                f"{where}: the override {key}={value!r} equals the book default; drop it"
-            )
-    cfg = dataclasses.replace(defaults, scale=scale, **changes)
+    changes = dict(overrides.get(scale, {}))
+    cfg = merge(dataclasses.replace(defaults, scale=scale), changes, where, defaults)
     tried = settings_from_env(chapter)  # a try run of this chapter (bookbuild.trying)
     return apply_settings(cfg, tried) if tried else cfg
 

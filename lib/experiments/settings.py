@@ -16,7 +16,7 @@ import re
 
 from ..env import CHAPTER_ENV, SET_ENV, ConfigError
 
-_PAIR = re.compile(r"(?:^|\s)([A-Za-z_]\w*)\s*=")
+_PAIR = re.compile(r"(?:^|\s)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*=")
 
 
 def _tuples(value):
@@ -54,16 +54,48 @@ def parse_settings(text: str) -> dict:
     return out
 
 
-def apply_settings(cfg, settings: dict):
-    """``cfg`` with ``settings`` applied, validated: an unknown key gets a "did you mean",
-    a value of the wrong type one line naming the type (the Config's own check)."""
+def _nest(settings: dict) -> dict:
+    """``{"runs.lr": 0.5, "seeds": (0,)}`` -> ``{"runs": {"lr": 0.5}, "seeds": (0,)}``."""
+    out: dict = {}
+    for key, value in settings.items():
+        group, dot, name = key.partition(".")
+        if dot:
+            if not isinstance(out.setdefault(group, {}), dict):
+                raise ConfigError(f"SET names {group} and {key}: give one of them")
+            out[group][name] = value
+        elif group in out:
+            raise ConfigError(
+                f"SET names {group} and {group}.{next(iter(out[group]))}: give one of them"
+            )
+        else:
+            out[group] = value
+    return out
+
+
+def _apply(cfg, settings: dict, chapter: str, prefix: str = ""):
     names = [f.name for f in dataclasses.fields(cfg) if f.name != "scale"]
-    for key in settings:
+    changes = {}
+    for key, value in settings.items():
         if key not in names:
             near = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean {near[0]!r}?" if near else f"its keys are: {', '.join(names)}"
-            raise ConfigError(f"chapter {cfg.chapter()} has no setting {key!r}; {hint}")
-    return dataclasses.replace(cfg, **settings)
+            hint = (
+                f"did you mean {prefix + near[0]!r}?"
+                if near
+                else f"its keys are: {', '.join(prefix + n for n in names)}"
+            )
+            raise ConfigError(f"chapter {chapter} has no setting {prefix + key!r}; {hint}")
+        group = getattr(cfg, key)
+        if dataclasses.is_dataclass(group) and isinstance(value, dict):
+            value = _apply(group, value, chapter, f"{prefix}{key}.")
+        changes[key] = value
+    return dataclasses.replace(cfg, **changes)
+
+
+def apply_settings(cfg, settings: dict):
+    """``cfg`` with ``settings`` applied, validated: an unknown key gets a "did you mean",
+    a value of the wrong type one line naming the type (the Config's own check). A key
+    ``group.name`` (or a dict given for ``group``) sets values inside a group of settings."""
+    return _apply(cfg, _nest(settings), cfg.chapter())
 
 
 def settings_from_env(chapter: str) -> dict | None:
@@ -73,10 +105,16 @@ def settings_from_env(chapter: str) -> dict | None:
     return parse_settings(os.environ[SET_ENV])
 
 
-def differences(book_cfg, tried_cfg) -> list[tuple[str, object, object]]:
-    """``(key, tried value, book value)`` for every setting that differs."""
-    return [
-        (f.name, getattr(tried_cfg, f.name), getattr(book_cfg, f.name))
-        for f in dataclasses.fields(book_cfg)
-        if getattr(tried_cfg, f.name) != getattr(book_cfg, f.name)
-    ]
+def differences(book_cfg, tried_cfg, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``(key, tried value, book value)`` for every setting that differs (``group.name``
+    inside a group of settings)."""
+    out = []
+    for f in dataclasses.fields(book_cfg):
+        tried, book = getattr(tried_cfg, f.name), getattr(book_cfg, f.name)
+        if tried == book:
+            continue
+        if dataclasses.is_dataclass(book) and dataclasses.is_dataclass(tried):
+            out += differences(book, tried, f"{prefix}{f.name}.")
+        else:
+            out.append((prefix + f.name, tried, book))
+    return out
