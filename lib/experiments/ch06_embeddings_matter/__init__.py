@@ -15,12 +15,12 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from ..book import page
-from ..data import signatures as sig
-from ..data import tasks
-from ..measure import metrics as M
-from ..measure import onsets
-from . import ChapterConfig
+from ...book import page
+from ...data import signatures as sig
+from ...data import tasks
+from ...measure import metrics as M
+from ...measure import onsets
+from .. import ChapterConfig
 
 CHAPTER = "06_embeddings_matter"
 
