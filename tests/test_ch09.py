@@ -1,4 +1,4 @@
-"""The plumbing of Chapter 9 (lib/experiments/ch09_qk_rate_and_the_staircase.py)."""
+"""The plumbing of Chapter 9 (the package lib/experiments/ch09_qk_rate_and_the_staircase/)."""
 
 from __future__ import annotations
 

