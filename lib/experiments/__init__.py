@@ -1,15 +1,21 @@
-"""One experiment module per chapter: its typed configuration and its plumbing.
+"""One experiment package per chapter: its typed configuration, its runs, readings, figures
+and claims.
 
-Each chapter ``chapters/NN_name.md`` has a module ``lib/experiments/chNN_name.py`` holding
+Each chapter ``chapters/NN_name.md`` has a package ``lib/experiments/chNN_name/`` whose
+``__init__`` holds
 
 - ``CHAPTER = "NN_name"``, the chapter file's stem;
 - ``Config``, a frozen dataclass that subclasses :class:`ChapterConfig`. Its defaults are
   the ``book`` scale, and every scientific choice (the init rate γ, the learning rates, the
-  ratio r) is a field named once, explained in the class docstring;
+  ratio r) is a field named once, explained in the class docstring. Settings that belong
+  together (the runs two chapters share) form a :class:`SubConfig` group;
 - ``OVERRIDES = {"ci": {...}, "paper": {...}}``: for each other scale, only the values
-  that change there;
-- the plumbing of the chapter: data loaders, sweep grids, callbacks, the bookkeeping that
-  turns a run into labelled results. The lines that are the argument stay in the page.
+  that change there (a dict for a group);
+
+and whose modules hold the chapter's code: the runs (one call returns the results the page
+reads), the readings that turn them into glued numbers and tables, the figures, and the
+ledger of the chapter's claims. The page keeps the argument: a sentence, a short call, a
+figure, a glued number.
 
 A chapter starts with::
 
@@ -18,7 +24,7 @@ A chapter starts with::
 
     cfg, device = announce(ex, cpu_threads=1)
 
-Beside the chapters' modules: ``settings`` (a reader's own settings for ``make try``),
+Beside the chapters' packages: ``settings`` (a reader's own settings for ``make try``),
 ``ranges`` (the range of every setting, by its name),
 ``expansion`` (the configuration the two expansion chapters share), ``staircase_runs``
 (the staircase's batched training runs, which four chapters share), and the QK/OV
@@ -214,7 +220,7 @@ def module_for(chapter: str) -> ModuleType:
     if chapter not in found:
         raise ConfigError(
             f"no experiment module for chapter {chapter!r}; known chapters: "
-            f"{', '.join(sorted(found))}. Add lib/experiments/ch{chapter}.py"
+            f"{', '.join(sorted(found))}. Add the package lib/experiments/ch{chapter}/"
         )
     return found[chapter]
 
