@@ -271,7 +271,8 @@ def test_every_chapter_that_reads_a_corpus_declares_it_and_checks_it_first():
     reads = {}
     for md in sorted((root / "chapters").glob("[0-9]*.md")):
         module = root / "lib" / "experiments" / f"ch{md.stem}.py"
-        text = md.read_text() + (module.read_text() if module.exists() else "")
+        sources = [module] if module.exists() else sorted(module.with_suffix("").glob("*.py"))
+        text = md.read_text() + "".join(p.read_text() for p in sources)
         reads[md.stem] = {pkg for name, pkg in loaders.items() if f"{name}(" in text}
         if reads[md.stem] or md.stem in declared:
             assert reads[md.stem] <= set(declared.get(md.stem, ())), md.stem

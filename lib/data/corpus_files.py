@@ -217,10 +217,10 @@ def check_corpora(modules: Iterable[str]) -> None:
 
 
 def declared_corpora(folder: pathlib.Path) -> dict[str, tuple[str, ...]]:
-    """``{chapter stem: its CORPORA}`` of the experiment modules ``ch*.py`` in ``folder``,
+    """``{chapter stem: its CORPORA}`` of the chapters' experiment packages in ``folder``,
     read from their ``CHAPTER`` and ``CORPORA`` assignments without importing them."""
     out = {}
-    for path in sorted(folder.glob("ch*.py")):
+    for path in sorted([*folder.glob("ch*.py"), *folder.glob("ch*/__init__.py")]):
         found = {}
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             target = (
