@@ -17,15 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data import chains, corpora, tokenizers, windows
-from ..data import signatures as sig
-from ..measure import lm, ngram
-from ..measure import metrics as M
-from ..theory import flow
-from ..training import engine
-from ..training.models import Transformer, build
-from ..training.sweep import Instances
-from . import ChapterConfig
+from ...data import chains, corpora, tokenizers, windows
+from ...data import signatures as sig
+from ...measure import lm, ngram
+from ...measure import metrics as M
+from ...theory import flow
+from ...training import engine
+from ...training.models import Transformer, build
+from ...training.sweep import Instances
+from .. import ChapterConfig
 
 CHAPTER = "05_real_language_models"
 # The packages whose files it reads, checked before it trains (lib/data/corpus_files.py).
