@@ -16,12 +16,12 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..data import tasks
-from ..measure import onsets
-from ..measure import staircase as st
-from ..training import engine, models
-from ..training.sweep import Sweep
-from . import ChapterConfig
+from ...data import tasks
+from ...measure import onsets
+from ...measure import staircase as st
+from ...training import engine, models
+from ...training.sweep import Sweep
+from .. import ChapterConfig
 
 CHAPTER = "12_attention_that_learns"
 
@@ -254,7 +254,7 @@ def train_ratios(cfg: Config, mdl, data, layout, targets, null, device, desc: st
 
     Returns ``(history, sweep, floor)`` with the run's own permutation floor.
     """
-    from ..measure.nulls import floor_of
+    from ...measure.nulls import floor_of
 
     sw = ratio_sweep(cfg)
     X, P = (t.to(device) for t in tasks.label_distributions(data))
