@@ -3,9 +3,18 @@
 The task is :func:`lib.data.tasks.selective_parity_bits`: both gates in every sequence, the one
 just before the anchor counts, so the bag of tokens is the same for both values of the bit
 and uniform attention cannot read it. The model is one layer of attention with no value or
-output weights. The arms and their event times are in :mod:`.selective_escape`, the trap
-sweep in :mod:`.selective_trap`; the rate-ratio sweep (Chapter 9's question on this task)
-is here.
+output weights. The arms and their event times are in :mod:`..selective_escape`, the trap
+sweep in :mod:`..selective_trap` (both import this package, so none of its modules imports
+them). The package's modules:
+
+- ``model``: the task, the model, the callbacks every arm logs, the bit's accuracy and trap,
+  and the identities of the derivation;
+- ``ratio``: the QK/OV rate-ratio sweep (Chapter 9's question on this task) and its readings;
+- ``readings``: the glue numbers and table rows of the escape, the order of events, the
+  probe and the lock;
+- ``trap``: the trap sweep's cells and readings;
+- ``figures``: the escape as survival;
+- ``claims``: the chapter's ledger.
 """
 
 from __future__ import annotations
@@ -13,20 +22,104 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-import torch
-
-from ...data import tasks
-from ...measure import onsets
-from ...measure import staircase as st
-from ...training import engine, models
-from ...training.sweep import Sweep
 from .. import ChapterConfig
+from .claims import ledger
+from .figures import fig_escape
+from .model import (
+    GATE,
+    KEY,
+    OTHER,
+    arm_callbacks,
+    bit_accuracy,
+    contrast_formula,
+    derivation_checks,
+    excess_loss,
+    first_step,
+    init_params,
+    model,
+    readout_row,
+    task,
+    trapped_flag,
+)
+from .ratio import (
+    attention_before_gates,
+    ratio_indices,
+    ratio_numbers,
+    ratio_rows,
+    ratio_settings,
+    ratio_summary,
+    ratio_sweep,
+    run_ratios,
+    train_ratios,
+)
+from .readings import (
+    arm_settings,
+    escape_numbers,
+    escape_rows,
+    lock_numbers,
+    lock_rows,
+    order_numbers,
+    order_rows,
+    probe_groups,
+    probe_numbers,
+    probe_rows,
+    rate,
+    setup_numbers,
+    task_numbers,
+    words,
+)
+from .trap import base_cell, trap_cells, trap_numbers, trap_rows
+
+__all__ = [
+    "CHAPTER",
+    "Config",
+    "OVERRIDES",
+    "arm_callbacks",
+    "arm_settings",
+    "attention_before_gates",
+    "base_cell",
+    "bit_accuracy",
+    "contrast_formula",
+    "derivation_checks",
+    "escape_numbers",
+    "escape_rows",
+    "excess_loss",
+    "fig_escape",
+    "first_step",
+    "GATE",
+    "init_params",
+    "KEY",
+    "ledger",
+    "lock_numbers",
+    "lock_rows",
+    "model",
+    "order_numbers",
+    "order_rows",
+    "OTHER",
+    "probe_groups",
+    "probe_numbers",
+    "probe_rows",
+    "rate",
+    "ratio_indices",
+    "ratio_numbers",
+    "ratio_rows",
+    "ratio_settings",
+    "ratio_summary",
+    "ratio_sweep",
+    "readout_row",
+    "run_ratios",
+    "setup_numbers",
+    "task",
+    "task_numbers",
+    "train_ratios",
+    "trap_cells",
+    "trap_numbers",
+    "trap_rows",
+    "trapped_flag",
+    "words",
+]
 
 CHAPTER = "12_attention_that_learns"
-
-# Positions of a selective sequence [z, g, g', a]; the readout is the anchor's row.
-KEY, OTHER, GATE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -135,207 +228,3 @@ OVERRIDES = {
         trap_seeds=tuple(range(30)),
     ),  # fmt: skip
 }
-
-
-def task(cfg: Config):
-    """The selective task, its layout and its order-0/1 targets on the anchors."""
-    data, layout = tasks.selective_parity_bits(cfg.n_keys, cfg.n_anchors, cfg.width)
-    return data, layout, st.selective_targets(data, layout)
-
-
-def model(cfg: Config, data, qk: str = "factorized") -> models.Transformer:
-    """The chapter's attention model on ``data``."""
-    return models.Transformer(
-        data.vocab_size,
-        cfg.d_model,
-        context_len=data.X.shape[1],
-        n_out=data.n_labels,
-        d_mlp=cfg.d_mlp,
-        ov="identity",
-        qk=qk,
-        readout_sees_self=False,
-    )
-
-
-def readout_row(mdl, params, X) -> torch.Tensor:
-    """The readout (anchor) row's attention on the three context positions, (K, N, 3)."""
-    with torch.no_grad():
-        _, A = mdl.forward(params, X, return_attention=True)
-    return A[-1][..., -1, :-1].double()
-
-
-def arm_callbacks(mdl, X, P, layout, targets, E0, null=None) -> dict:
-    """Per instance, from one forward pass on the distinct sequences ``X`` (M, L), each
-    weighted as often as it occurs in the task: ``bit1``, the task's sign-bit loss read
-    against its label distributions ``P`` (M, C), and ``loss_all``, the cross-entropy; the
-    readout row's attention on the key, the other gate and the counting gate (``A_key``,
-    ``A_other``, ``A_gate``), the gate contrast mean ``|A_2 - A_1|`` (``contrast``) and
-    ``gate_diff`` = ``|E_g+ - E_g-|``. The first ``len(E0)`` instances also log the
-    staircase readings ``R0``, ``R1`` of the anchors' increment from ``E0`` (and, given
-    ``null``, their permutation nulls ``null0``, ``null1``)."""
-    labels = torch.arange(P.shape[1], device=P.device)
-    flip = torch.where(labels // layout.block % 2 == 0, labels + layout.block,
-                       labels - layout.block)  # fmt: skip
-    tok, E0 = list(targets.tokens), E0.detach().clone()
-    S, (gp, gm) = E0.shape[0], layout.gates
-
-    def measure(step, params):
-        with torch.no_grad():
-            z, A = mdl.forward(params, X, return_attention=True)
-            lp = torch.log_softmax(z.double(), -1)
-            row = A[-1][..., -1, :-1].double()
-            E = params["E"].double()
-            v = dict(
-                bit1=(P * (torch.logaddexp(lp, lp[..., flip]) - lp)).sum(-1).mean(-1),
-                loss_all=-(P * lp).sum(-1).mean(-1),
-                A_key=row[..., KEY].mean(1),
-                A_other=row[..., OTHER].mean(1),
-                A_gate=row[..., GATE].mean(1),
-                contrast=(row[..., GATE] - row[..., OTHER]).abs().mean(1),
-                gate_diff=(E[:, gp] - E[:, gm]).norm(dim=-1),
-            )
-            dE = st.increment(params["E"][:S], E0, tok, subtract_mean_row=True)
-            v.update({f"R{o}": r for o, r in st.order_partials(dE, targets).items()})
-            if null is not None:
-                v.update({f"null{o}": r for o, r in null(dE).items()})
-        return v
-
-    names = ["bit1", "loss_all", "A_key", "A_other", "A_gate", "contrast", "gate_diff"]
-    names += ["R0", "R1"] + (["null0", "null1"] if null else [])
-    return engine.cached_callbacks(measure, names)
-
-
-def bit_accuracy(mdl, params, data, layout) -> np.ndarray:
-    """Per instance, the share of sequences whose label beats the same label with the bit
-    flipped (a tie counts one half): 1/2 exactly when the logits of the two gate orders
-    agree, since the two sequences of a pair then have the same logits and opposite bits."""
-    X, y = data.X.to(params["E"].device), data.y.to(params["E"].device)
-    flip = torch.where(y // layout.block % 2 == 0, y + layout.block, y - layout.block)
-    with torch.no_grad():
-        z = mdl.forward(params, X)
-    zy = z.gather(-1, y.expand(z.shape[:-1])[..., None])[..., 0]
-    zf = z.gather(-1, flip.expand(z.shape[:-1])[..., None])[..., 0]
-    return ((zy > zf).double() + 0.5 * (zy == zf).double()).mean(-1).cpu().numpy()
-
-
-def first_step(steps, curves, level: float) -> np.ndarray:
-    """Per instance, the first logged step at which a curve reaches ``level`` (inf: never)."""
-    on = onsets.onset_step(steps, curves, level)
-    on = on.numpy() if torch.is_tensor(on) else np.asarray(on, dtype=float)
-    return np.where(np.isnan(on), np.inf, on)
-
-
-def trapped_flag(steps, bit_loss, trap_frac: float = 0.1) -> np.ndarray:
-    """Per instance, whether the bit *stopped partway*: at the run's last logged step its
-    sign-bit loss lies between ``trap_frac`` and ``1 - trap_frac`` (times ln 2), and over the
-    second half of the run it fell by less than ``trap_frac * ln 2``. A bit still at ln 2
-    has not left its plateau (censored, not trapped); one still falling is slow, not
-    trapped. ``bit_loss`` is ``(n_logs, K)`` on the logged ``steps``."""
-    v = np.asarray(bit_loss, dtype=float) / np.log(2)
-    steps = np.asarray(steps, dtype=float)
-    half = int(np.argmin(np.abs(steps - steps[-1] / 2)))
-    end = v[-1]
-    return (end >= trap_frac) & (end <= 1 - trap_frac) & (v[half] - end < trap_frac)
-
-
-def excess_loss(loss, width: int) -> np.ndarray:
-    """The loss above the task's own floor, ln(width): the label offset no token names."""
-    return np.asarray(loss, dtype=float) - np.log(width)
-
-
-def ratio_sweep(cfg: Config) -> Sweep:
-    """The (r, seed) grid of one ratio run."""
-    return Sweep(r=list(cfg.ratio_grid), seed=list(cfg.ratio_seeds))
-
-
-def train_ratios(cfg: Config, mdl, data, layout, targets, null, device, desc: str):
-    """One batched full-batch Adam run over the (r, seed) grid, the QK group at r * lr, on
-    the distinct sequences against their label distributions, logging :func:`arm_callbacks`.
-
-    Returns ``(history, sweep, floor)`` with the run's own permutation floor.
-    """
-    from ...measure.nulls import floor_of
-
-    sw = ratio_sweep(cfg)
-    X, P = (t.to(device) for t in tasks.label_distributions(data))
-    params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)
-    h = engine.train(
-        mdl, params, (X, P), cfg.ratio_steps, optimizer="adam", lr=cfg.lr,
-        group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(cfg.ratio_steps, cfg.n_logs),
-        callbacks=arm_callbacks(mdl, X, P, layout, targets, params["E"], null=null),
-        loss_fn=engine.soft_cross_entropy, desc=desc,
-    )  # fmt: skip
-    floor = {o: floor_of(h[f"null{o}"], cfg.null_q) for o in targets.orders}
-    return h, sw, floor
-
-
-def ratio_summary(h, sw: Sweep, floor: dict, cfg: Config) -> dict:
-    """Per instance of a ratio run, as (r, seed) arrays: ``converged`` and ``counted``
-    (Chapter 9's rule on the excess loss), ``trapped`` (the bit not learned at the
-    horizon), the order-1 onset (from step 1), the bit's escape, and ``leave``, the first
-    step at which the gate contrast reaches ``cfg.delta``."""
-    later = h.steps >= 1
-    steps = h.steps[later]
-    on1 = onsets.stair_onsets(steps, h["R1"][later], floor[1])
-    conv = excess_loss(h["loss_all"][-1], cfg.width) < cfg.conv_frac * np.log(2)
-    conv_rs = conv.reshape(sw.shape)
-    shape = lambda v: np.asarray(v, dtype=float).reshape(sw.shape)
-    return dict(
-        converged=conv_rs,
-        counted=conv_rs & (conv_rs.mean(1) > 0.5)[:, None],
-        trapped=trapped_flag(h.steps, h["bit1"], cfg.trap_frac).reshape(sw.shape),
-        onset1=shape(on1),
-        escape=shape(onsets.escape_steps(h.steps, h["bit1"], cfg.escape_frac)),
-        leave=shape(first_step(steps, h["contrast"][later], cfg.delta)),
-    )
-
-
-def init_params(cfg: Config, mdl, seeds=None, device="cpu") -> dict:
-    """The seeds' initial weights at the chapter's init rate (every arm draws its embeddings
-    this way; only the query-key group's rate differs between arms)."""
-    seeds = list(cfg.seeds if seeds is None else seeds)
-    return models.build(mdl, seeds, gamma=cfg.gamma, device=device)
-
-
-def contrast_formula(mdl, params, data, layout) -> torch.Tensor:
-    """The attention's contribution to the readout row from the gates' sum and difference
-    terms, the chapter's equation ``eq-sel-contrast`` (K, N, d)."""
-    A = readout_row(mdl, params, data.X)  # (K, N, 3)
-    E, P = params["E"], params["P"]
-    gp, gm = layout.gates
-    sigma = torch.where(data.X[:, 2] == gp, 1.0, -1.0).to(A.dtype)[None, :, None]
-    x0 = E[:, data.X[:, 0]] + P[:, None, 0]
-    A0, A1, A2 = (A[..., j : j + 1] for j in range(3))
-    even = A0 * x0 + A1 * P[:, None, 1] + A2 * P[:, None, 2]
-    even = even + 0.5 * (A1 + A2) * (E[:, gp] + E[:, gm])[:, None]
-    return even + 0.5 * sigma * (A2 - A1) * (E[:, gp] - E[:, gm])[:, None]
-
-
-def derivation_checks(mdl, learned, uniform, data, layout) -> dict:
-    """The chapter's identities on trained weights (pass float64 ones): ``formula_err``, the
-    relative error of :func:`contrast_formula` against the forward pass; ``order_gap``,
-    the largest logit change when the two gates of every sequence swap at uniform
-    attention, and ``order_gap_learned``, the same for the learned weights (its control);
-    ``uniform_acc``, the bit accuracy at uniform attention per instance, and its largest
-    distance from 1/2, ``uniform_acc_max``."""
-    swapped = data.X[:, [0, 2, 1, 3]]
-    with torch.no_grad():
-        _, hidden = mdl.forward(learned, data.X, return_hidden=True)
-        mix = hidden["attention0"][:, :, 0]
-        err = (mix - contrast_formula(mdl, learned, data, layout)).norm() / mix.norm()
-        gap = lambda p: float((mdl.forward(p, swapped) - mdl.forward(p, data.X)).abs().max())
-        out = dict(formula_err=float(err), order_gap=gap(uniform), order_gap_learned=gap(learned))
-    acc = bit_accuracy(mdl, uniform, data, layout)
-    return dict(out, uniform_acc=acc, uniform_acc_max=float(np.abs(acc - 0.5).max() + 0.5))
-
-
-def attention_before_gates(h, sw: Sweep, i: int, factor: float = 2.0):
-    """Per seed of rate ``i`` of a ratio run: the first logged step at which the gate
-    difference ``|E_g+ - E_g-|`` reaches ``factor`` times its initial norm (inf: never), and
-    how far the mean key mass strays from uniform (1/3) up to that step."""
-    shape = (len(h.steps), *sw.shape)
-    key, gd = h["A_key"].reshape(shape)[:, i], h["gate_diff"].reshape(shape)[:, i]
-    grown = first_step(h.steps, gd / gd[0], factor)
-    stray = np.array([np.abs(key[h.steps <= t, s] - 1 / 3).max() for s, t in enumerate(grown)])
-    return grown, stray
