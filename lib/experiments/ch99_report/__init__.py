@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ChapterConfig
-from . import qkov_official as official
+from .. import ChapterConfig
+from .. import qkov_official as official
 
 CHAPTER = "99_report"
 
@@ -62,7 +62,7 @@ FIG2_PANELS = ("FAFO", "FACO", "CACO, r=5")
 
 
 def _ours_fig2(found) -> str:
-    from ..book.page import number
+    from ...book.page import number
 
     return "modal bin " + ", ".join(
         f"{name}: {number(c.values[0])}-{number(c.values[0] + 0.2)}"
@@ -72,7 +72,7 @@ def _ours_fig2(found) -> str:
 
 
 def _ours_fig4(found) -> str:
-    from ..book.page import number
+    from ...book.page import number
 
     alphas = [v for v in found[0].values[: len(official.FIG4_END)]]
     return f"α at loss {official.FIG4_TARGET_LOSS:g}: " + ", ".join(
@@ -81,7 +81,7 @@ def _ours_fig4(found) -> str:
 
 
 def _ours_fig3(found) -> str:
-    from ..book.page import number
+    from ...book.page import number
 
     v = found[0].values
     al = official.FIG3_ALPHAS
@@ -149,7 +149,7 @@ NOT_RUN = "not run: its chapter failed"
 def _found(records, h: Headline, missing_ok: bool):
     """The claims a headline reads; ``None`` when one is missing and ``missing_ok`` (a
     chapter that failed to execute recorded none)."""
-    from ..book import claims
+    from ...book import claims
 
     try:
         return [claims.find(records, i) for i in h.claims]
@@ -165,7 +165,7 @@ def headline_rows(records, missing_ok: bool = False) -> list[tuple[str, str, str
     held) and its category under the book's counting rule (several, where the row reads
     several claims). Raises when a headline names no claim, unless ``missing_ok`` (a
     chapter failed): then its row says so."""
-    from ..book import claims
+    from ...book import claims
 
     rows = []
     for h in headlines():
@@ -188,7 +188,7 @@ def headline_glue(records, missing_ok: bool = False) -> dict[str, str]:
     :data:`NOT_RUN`."""
     import re
 
-    from ..book.page import MISSING, share
+    from ...book.page import MISSING, share
 
     out = {}
     for h in HEADLINES:
@@ -207,7 +207,7 @@ def failed_chapters() -> dict[str, str]:
     import json
     import os
 
-    from ..env import FAILED_ENV
+    from ...env import FAILED_ENV
 
     return json.loads(os.environ.get(FAILED_ENV, "") or "{}")
 
@@ -235,7 +235,7 @@ SHARPENING_CHAPTER = "08_sharper_attention"
 
 def not_drawn_figure(failed: list[str]):
     """In place of the book's opening figure when a chapter it reads failed to run."""
-    from ..book.style import subplots
+    from ...book.style import subplots
 
     fig, ax = subplots(row_height=1.2)
     ax.axis("off")
@@ -251,7 +251,7 @@ def book_figure(stair: dict, sharp: dict):
     rate ratio r (seeds as points and their mean), with the reduced ODE's prediction."""
     import numpy as np
 
-    from ..book.style import COLORS, band, log_axes, subplots
+    from ...book.style import COLORS, band, log_axes, subplots
 
     fig, (a, b) = subplots(1, 2)
     steps = stair["stair_steps"]
