@@ -9,6 +9,7 @@ import numpy as np
 from ...book.page import listing, share
 from ...data import tasks
 from ...measure import onsets
+from ...measure.nulls import floor_of
 from ...training import engine, models
 from ...training.sweep import Sweep
 from .. import ChapterConfig
@@ -27,8 +28,6 @@ def train_ratios(cfg: ChapterConfig, mdl, data, layout, targets, null, device, d
 
     Returns ``(history, sweep, floor)`` with the run's own permutation floor.
     """
-    from ...measure.nulls import floor_of
-
     sw = ratio_sweep(cfg)
     X, P = (t.to(device) for t in tasks.label_distributions(data))
     params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)

@@ -3,22 +3,20 @@ claims marked where the reference run differs, and the verdict's counts."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ...book import claims, reference, report
 from ...book.page import counts_line
+from ...env import FAILED_ENV
 
 
 def failed_chapters() -> dict[str, str]:
     """``{chapter: why}`` of the chapters that failed in this build (``make book`` passes
     them to the report; under ``make test`` none is passed, and a missing chapter fails)."""
-    import json
-    import os
-
-    from ...env import FAILED_ENV
-
     return json.loads(os.environ.get(FAILED_ENV, "") or "{}")
 
 

@@ -3,8 +3,11 @@ papers' numbers beside ours, and the same numbers glued for the book's first pag
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from ...book import claims
+from ...book.page import MISSING, number, share
 from .. import qkov_official as official
 
 ABSTRACT = "abstract only"
@@ -47,8 +50,6 @@ FIG2_PANELS = ("FAFO", "FACO", "CACO, r=5")
 
 
 def _ours_fig2(found) -> str:
-    from ...book.page import number
-
     return "modal bin " + ", ".join(
         f"{name}: {number(c.values[0])}-{number(c.values[0] + 0.2)}"
         for name, c in zip(FIG2_PANELS, found, strict=True)
@@ -57,8 +58,6 @@ def _ours_fig2(found) -> str:
 
 
 def _ours_fig4(found) -> str:
-    from ...book.page import number
-
     alphas = [v for v in found[0].values[: len(official.FIG4_END)]]
     return f"α at loss {official.FIG4_TARGET_LOSS:g}: " + ", ".join(
         f"{number(a)} (r = {r:g})" for a, r in zip(alphas, official.FIG4_END, strict=True)
@@ -66,8 +65,6 @@ def _ours_fig4(found) -> str:
 
 
 def _ours_fig3(found) -> str:
-    from ...book.page import number
-
     v = found[0].values
     al = official.FIG3_ALPHAS
     return f"ratio {number(v[0])} at α = {al[0]:g}, {number(v[-1])} at α = {al[-1]:g}"
@@ -189,8 +186,6 @@ NOT_RUN = "not run: its chapter failed"
 def _found(records, h: Headline, missing_ok: bool):
     """The claims a headline reads; ``None`` when one is missing and ``missing_ok`` (a
     chapter that failed to execute recorded none)."""
-    from ...book import claims
-
     try:
         return [claims.find(records, i) for i in h.claims]
     except claims.ClaimError:
@@ -205,8 +200,6 @@ def headline_rows(records, missing_ok: bool = False) -> list[tuple[str, str, str
     held) and its category under the book's counting rule (several, where the row reads
     several claims). Raises when a headline names no claim, unless ``missing_ok`` (a
     chapter failed): then its row says so."""
-    from ...book import claims
-
     rows = []
     for h in headlines():
         found = _found(records, h, missing_ok)
@@ -232,10 +225,6 @@ def headline_glue(records, missing_ok: bool = False) -> dict[str, str]:
     5", the seeds or cases in which its claims held), ``_value`` (the first claim's
     measured number) and ``_tier`` (its claims' tiers: finding, check or measured); with ``missing_ok``, a headline whose chapter failed reads
     :data:`NOT_RUN`."""
-    import re
-
-    from ...book.page import MISSING, share
-
     out = {}
     for h in HEADLINES:
         found = _found(records, h, missing_ok)
