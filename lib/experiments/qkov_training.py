@@ -94,10 +94,10 @@ def train_scan_snap(
 def shakespeare_data(cfg: ch08.Config, device):
     """The Shakespeare corpus split by whole plays (:func:`lib.data.tokenizers.char_split`) and the
     fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
-    ``cfg.shk_val_n`` validation windows of ``cfg.shk_context`` characters."""
+    ``cfg.shk.val_n`` validation windows of ``cfg.shk.context`` characters."""
     split = tokenizers.char_split(corpora.load_shakespeare())
     sampler = windows.window_sampler(
-        split.val, cfg.shk_context, cfg.shk_val_n, [cfg.shk_val_seed], device=device
+        split.val, cfg.shk.context, cfg.shk.val_n, [cfg.shk.val_seed], device=device
     )
     Xv, yv = (t[0] for t in sampler(0))
     return split, (Xv, yv)

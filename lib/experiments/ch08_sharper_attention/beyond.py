@@ -51,9 +51,9 @@ def agreement_numbers(sva_mean, sva_run, cfg) -> dict:
         {f"sva_{SVA_TAGS[key]}_base": b0 for key, (b0, _) in sva_mean.items()}
         | {f"sva_{SVA_TAGS[key]}_fast": b1 for key, (_, b1) in sva_mean.items()}
         | dict(
-            sva_mult=cfg.sva_r,
+            sva_mult=cfg.sva.r,
             sva_final_loss=float(sva_run.h_tf["loss"][-1].max()),
-            acc_tol=cfg.sva_acc_tol,
+            acc_tol=cfg.sva.acc_tol,
         )
     )
 
@@ -62,7 +62,7 @@ def agreement_table(sva_mean, cfg):
     """Every held-out measure for both arms (seed means)."""
     return table(
         [(key.replace(">=", "≥"), b0, b1) for key, (b0, b1) in sva_mean.items()],
-        ["held-out measure (seed mean)", "QK × 1", f"QK × {cfg.sva_r:g}"],
+        ["held-out measure (seed mean)", "QK × 1", f"QK × {cfg.sva.r:g}"],
     )
 
 
@@ -83,14 +83,14 @@ def shakespeare_reading(shk_run, cfg, device) -> SimpleNamespace:
         shk_loss, np.repeat(shk_steps_log[:, None], len(shk_r), 1), shk_target
     )
     shk_at["final loss"] = shk_loss[-1]
-    shk_mean = {n: readings.group_by(v, shk_r, cfg.shk_r_grid).mean(1) for n, v in shk_at.items()}
-    shk_uniform_H = float(readings.log_positions(cfg.shk_context, device).mean())
+    shk_mean = {n: readings.group_by(v, shk_r, cfg.shk.r_grid).mean(1) for n, v in shk_at.items()}
+    shk_uniform_H = float(readings.log_positions(cfg.shk.context, device).mean())
     # A context-free baseline: a model that learned nothing from its context scores this.
     shk_unigram = readings.unigram_loss(
         shk_split.train, shk_split.val, shk_split.tokenizer.vocab_size
     )
     shk_prev_monotone = bool(np.all(np.diff(shk_mean["prev"]) > 0))
-    H_by = readings.group_by(shk_at["H"], shk_r, cfg.shk_r_grid)  # (n_multipliers, n_seeds)
+    H_by = readings.group_by(shk_at["H"], shk_r, cfg.shk.r_grid)  # (n_multipliers, n_seeds)
     shk_H_monotone = bool(np.all(np.diff(shk_mean["H"]) < 0))
     shk_Hn_monotone = bool(np.all(np.diff(shk_mean["Hn"]) < 0))
     return SimpleNamespace(
@@ -114,10 +114,10 @@ def shakespeare_numbers(shk, shk_run, cfg) -> dict:
     """The Shakespeare numbers the text quotes, by position in the multiplier grid (_0
     lowest, _1 middle, _2 highest), for glue under the prefix ``shk_``."""
     final = shk.mean["final loss"]  # seed means, by multiplier
-    pick = picks(len(cfg.shk_r_grid))  # the lowest, middle and highest multiplier
+    pick = picks(len(cfg.shk.r_grid))  # the lowest, middle and highest multiplier
     shk_split = shk_run.split
     return (
-        {f"mult_{i}": cfg.shk_r_grid[k] for i, k in enumerate(pick)}
+        {f"mult_{i}": cfg.shk.r_grid[k] for i, k in enumerate(pick)}
         | {
             f"{n}_m{i}": float(shk.mean[n][k])
             for n in ("H", "Hn", "prev")
@@ -132,17 +132,17 @@ def shakespeare_numbers(shk, shk_run, cfg) -> dict:
             unigram=shk.unigram,
             n_val_plays=len(shk_split.val_documents),
             val_chars=len(shk_split.val_text),
-            layers=cfg.shk_layers,
-            d_model=cfg.shk_d_model,
-            context=cfg.shk_context,
-            mlp=cfg.shk_mlp,
-            val=cfg.shk_val_n,
-            steps=cfg.shk_steps,
-            lr=cfg.shk_lr,
+            layers=cfg.shk.layers,
+            d_model=cfg.shk.d_model,
+            context=cfg.shk.context,
+            mlp=cfg.shk.mlp,
+            val=cfg.shk.val_n,
+            steps=cfg.shk.steps,
+            lr=cfg.shk.lr,
         )
     )
 
 
 def shakespeare_table(shk, cfg):
     """Every reading at the matched validation loss per multiplier (seed means, ranges)."""
-    return table(readings.shk_table(shk.at, shk.shk_r, cfg.shk_r_grid))
+    return table(readings.shk_table(shk.at, shk.shk_r, cfg.shk.r_grid))

@@ -83,7 +83,7 @@ def fig_fixed(fixed, cfg):
     ov_titles = {"factorized": "factorized OV ($W_OW_V$)", "collapsed": "collapsed OV ($W_{OV}$)"}
     for j, ov in enumerate(("factorized", "collapsed")):
         h = fixed.histories[ov]
-        for i, a in enumerate(cfg.fixed_alphas):
+        for i, a in enumerate(cfg.fixed.alphas):
             col = plt.get_cmap("Greys")(0.35 + 0.65 * i / (len(fixed.alphas) - 1))
             band(axes[0, j], h.steps, h["lg"][:, i, 0], col, label=f"α = {a:g}")
             band(axes[1, j], h.steps, h["lg"][:, i, 1], col)
@@ -193,11 +193,11 @@ def fig_shakespeare(shk, cfg):
     validation loss per instance with each at the matched loss."""
     qk_rgb = np.array(plt.matplotlib.colors.to_rgb(COLORS["qk"]))
     # Shades of the QK colour, light to dark with the multiplier.
-    tones = shades(qk_rgb, len(cfg.shk_r_grid))
-    MCOL = {r: tuple(c) for r, c in zip(cfg.shk_r_grid, tones, strict=True)}
+    tones = shades(qk_rgb, len(cfg.shk.r_grid))
+    MCOL = {r: tuple(c) for r, c in zip(cfg.shk.r_grid, tones, strict=True)}
     shk_r, shk_loss, shk_target = shk.shk_r, shk.loss, shk.target
     fig, axes = subplots(1, 2)
-    for r in cfg.shk_r_grid:
+    for r in cfg.shk.r_grid:
         sel = shk_r == r
         band(axes[0], shk.steps, shk_loss[:, sel], MCOL[r], label=f"QK × {r:g}")
         for k in np.nonzero(sel)[0]:

@@ -195,8 +195,8 @@ def _beyond(claims, cfg, sva_mean, shk):
     )
     claims.check(
         "sva-accuracy",
-        f"agreement stand-in: at an accuracy within {cfg.sva_acc_tol} of the base rate's",
-        holds=abs(accuracy[1] - accuracy[0]) < cfg.sva_acc_tol,
+        f"agreement stand-in: at an accuracy within {cfg.sva.acc_tol} of the base rate's",
+        holds=abs(accuracy[1] - accuracy[0]) < cfg.sva.acc_tol,
     )
     claims.section("sec-qkov-shakespeare", label="recon")
     claims.check(

