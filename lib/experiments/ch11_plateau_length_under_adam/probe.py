@@ -1,11 +1,6 @@
-"""Chapter 11, how long a plateau lasts under Adam: the gamma law of the bit-1 plateau.
-
-The staircase task, its model, its seeds, its sweep of init rates and Adam's rate are
-Chapter 2's (``config(ch02)`` at the same scale); this module holds only the settings of the
-law's readings: the calibration arm, the every-step probe, the tolerance, the
-learning-rate arm and the linear-response arm, and the probe run (:func:`run_probe`: one
-batched run with every step logged). The analysis lives in :mod:`lib.theory.adam_plateau`.
-"""
+"""Chapter 11's probe: one batched run of Chapter 2's Emb-MLP with every step logged
+(:func:`run_probe`), its instances selected by init and seed (:class:`Probe`), and the law's
+view of it, arm by arm (:class:`Arms`)."""
 
 from __future__ import annotations
 
@@ -15,45 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..theory.adam_plateau import probe_callbacks, split_sigma
-from ..training.engine import History, train
-from ..training.models import build
-from . import ChapterConfig
-
-CHAPTER = "11_plateau_length_under_adam"
-
-
-@dataclass(frozen=True)
-class Config(ChapterConfig):
-    """Chapter 11 at book scale (the task, model, seeds and sweep are Chapter 2's).
-
-    gamma_cal, cal_seed: the gamma law's calibration arm (:mod:`lib.theory.adam_plateau`): the
-        smallest init the law is about, on seeds cal_seed, cal_seed + 1, ... that the sweep
-        never uses; its constants are read off quantities other than the escape step.
-    probe_steps: steps of the every-step probe of Chapter 2's sweep (they cover every
-        escape).
-    law_tol: the relative agreement asked of the law's predicted median escape step (and
-        of Adam's step against Adam's clock over the calibration arm's plateau).
-    law_lr_factor: the learning-rate arm of the gamma law: the same probe and calibration
-        at this multiple of Chapter 2's Adam rate (its every-step probe still covers every
-        escape within probe_steps).
-    linear_eps, linear_steps: the gamma law's linear-response arm: the probe's (gamma, seed)
-        pairs with the antisymmetric part of each init scaled by linear_eps and by a tenth
-        of it, in float64, under Adam and under plain GD, for linear_steps steps (past the
-        knee t_p of the sign phase).
-    """
-
-    gamma_cal: float = 1.25
-    cal_seed: int = 100
-    probe_steps: int = 320
-    law_tol: float = 0.25
-    law_lr_factor: float = 3.0
-    linear_eps: float = 1e-3
-    linear_steps: int = 60
-
-
-# Every setting that changes with the scale is Chapter 2's (its seeds and logged steps).
-OVERRIDES: dict = {}
+from ...theory.adam_plateau import probe_callbacks, split_sigma
+from ...training.engine import History, train
+from ...training.models import build
 
 
 @dataclass
@@ -125,7 +84,39 @@ def run_probe(
     cb = probe_callbacks(model, data, layout, opt_state=state, beta2=beta2, eps=eps)
     X, y = data.X.to(device), data.y.to(device)
     hist = train(
-        model, params, (X, y), steps, log_at=np.arange(steps + 1), callbacks=cb,
-        opt_state=state, **kw,
-    )  # fmt: skip
+        model,
+        params,
+        (X, y),
+        steps,
+        log_at=np.arange(steps + 1),
+        callbacks=cb,
+        opt_state=state,
+        **kw,
+    )
     return Probe(hist, np.asarray(gammas, dtype=float), np.asarray(seeds, dtype=int))
+
+
+@dataclass(frozen=True)
+class Arms:
+    """The probe read arm by arm: the law's inits ``gammas`` on the sweep's ``seeds``, and
+    the calibration arm, ``gamma_cal`` on ``cal_seeds``."""
+
+    probe: Probe
+    gammas: list[float]
+    seeds: list[int]
+    cal_seeds: list[int]
+    gamma_cal: float
+
+    @property
+    def steps(self) -> np.ndarray:
+        """The probe's logged steps (every step: ``steps[i] == i``)."""
+        return self.probe.history.steps
+
+    def arm(self, gamma: float, name: str, seeds: Sequence[int] | None = None) -> np.ndarray:
+        """``(n_logs, n)``: the metric ``name`` at ``gamma`` on ``seeds`` (default: the
+        sweep's)."""
+        return self.probe.arm(gamma, name, seeds=self.seeds if seeds is None else seeds)
+
+    def cal(self, name: str) -> np.ndarray:
+        """``(n_logs, n)``: the metric ``name`` on the calibration arm."""
+        return self.arm(self.gamma_cal, name, self.cal_seeds)
