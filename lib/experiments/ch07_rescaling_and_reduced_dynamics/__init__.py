@@ -1,6 +1,17 @@
-"""Chapter 7, rescaling and the reduced dynamics: its settings.
+"""Chapter 7, rescaling and the reduced dynamics: its settings, and its plumbing.
 
-The chapter's :class:`Config` (every scientific choice named once) and ``OVERRIDES``.
+The package itself holds the chapter's :class:`Config` (every scientific choice named once)
+and ``OVERRIDES``: the shared runs (:mod:`lib.experiments.qkov_training`) read them, and the
+modules below read the shared runs, so the page imports each module by name:
+
+- ``checks``: the forward pass against the model written out position by position, and the
+  implicit-rescaling formula against autograd;
+- ``drift``: the balancedness run, SGD's drift from the conservation law;
+- ``reduced_ode``: the reduced ODE integrated (its invariant, the Lambert-W closed form, the
+  official code's printed ends of run, the four parameterizations);
+- ``figures``: the chapter's figures;
+- ``ledger``: the chapter's claims, checked in the page's order.
+
 The chapter shares its machinery with Chapter 8
 (:mod:`lib.experiments.ch08_sharper_attention`), one module per job:
 
@@ -25,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ChapterConfig
+from .. import ChapterConfig
 
 CHAPTER = "07_rescaling_and_reduced_dynamics"
 
