@@ -10,17 +10,54 @@ training loop :mod:`lib.training.engine`; the chapters' settings are their ``Con
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 
 from ..data import corpora, tasks, tokenizers, windows
 from ..training import engine, qkov, run_cache
 from ..training.init import init_params
+from . import ChapterConfig, SubConfig
 
-if TYPE_CHECKING:
-    from . import ch07_rescaling_and_reduced_dynamics as ch07
-    from . import ch08_sharper_attention as ch08
+NAMES = list(qkov.PARAMETERIZATIONS)  # FAFO, FACO, CAFO, CACO
+
+
+@dataclass(frozen=True)
+class ScanSnapRuns(SubConfig):
+    """The Scan-and-Snap runs of Chapters 7 and 8, at book scale: the same group in both
+    chapters' ``Config`` (as ``runs``), so both read the same runs.
+
+    gamma: the init rate of every randomly drawn weight, ``N(0, fan_in^(-2 gamma))``. At
+        ``gamma = 1/2`` a weight of the 50-token model has standard deviation ``50^(-1/2)``,
+        the scale of PyTorch's default init (whose uniform draw has a standard deviation
+        ``sqrt(3)`` smaller).
+    lr: the SGD rate: eta_OV of every run and eta_QK of the equal-rate ones (the official
+        code: 0.01, the paper scale; larger at the smaller scales to fit the time budget).
+    seeds: the init seeds (one instance per seed).
+    seq_len, batch_size: sequence length and batch of the training runs.
+    steps: SGD steps of FAFO, CAFO and CACO; faco_steps: of FACO, which needs longer to
+        reach the official code's stopping loss.
+    n_logs: logging steps of a run: ``n_logs`` log-spaced and ``n_logs + 1`` evenly spaced.
+    data_seed: the Scan-and-Snap streams, ``data_seed + i`` for the i-th of FAFO, FACO,
+        CAFO, CACO (the same at every scale).
+    """
+
+    gamma: float = 0.5
+    lr: float = 1.0
+    seeds: tuple[int, ...] = (0, 1, 2)
+    seq_len: int = 128
+    batch_size: int = 32
+    steps: int = 5000
+    faco_steps: int = 8000
+    n_logs: int = 40
+    data_seed: int = 100
+
+
+# What changes at the other scales, in both chapters' OVERRIDES (as ``runs=...``).
+SCAN_SNAP_OVERRIDES = {
+    "ci": dict(lr=2.0, seeds=(0, 1), steps=2500, faco_steps=4000),
+    "paper": dict(lr=0.01, seeds=(1234, 1235, 1236, 1237, 1238), steps=625000, faco_steps=625000),
+}
 
 
 def to_device(batch, device):
@@ -53,7 +90,7 @@ def snapshots(history, model, i: int, device=None) -> dict[str, torch.Tensor]:
 
 
 def train_scan_snap(
-    cfg: ch07.Config | ch08.Config, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device
+    runs: ScanSnapRuns, name: str, eta_qk, eta_ov, run_seeds, data_seed, n_steps, device
 ):
     """One batched SGD run of parameterization ``name`` from the official code's init
     (:func:`lib.training.qkov.code_init_`), one instance per seed; returns ``(model, history)``
@@ -61,7 +98,7 @@ def train_scan_snap(
     both read the equal-rate runs: whichever comes first trains a run, and the other reads it
     (:func:`lib.training.run_cache.cached_history`)."""
     m = qkov.SingleQueryAttention.named(name)
-    settings = {f: getattr(cfg, f) for f in ("gamma", "batch_size", "seq_len", "n_logs")}
+    settings = {f: getattr(runs, f) for f in ("gamma", "batch_size", "seq_len", "n_logs")}
     description = dict(
         run="scan_snap",
         name=name,
@@ -74,16 +111,16 @@ def train_scan_snap(
     )
 
     def train():
-        params = init_params(m.specs(), list(run_seeds), gamma=cfg.gamma, device=device)
+        params = init_params(m.specs(), list(run_seeds), gamma=runs.gamma, device=device)
         qkov.code_init_(m, params)
         return engine.train(
             m,
             params,
-            scan_snap_stream(len(run_seeds), cfg.batch_size, cfg.seq_len, data_seed, device),
+            scan_snap_stream(len(run_seeds), runs.batch_size, runs.seq_len, data_seed, device),
             n_steps,
             optimizer="sgd",
             group_lr={"qk": eta_qk, "ov": eta_ov},
-            log_at=engine.log_grid(n_steps, cfg.n_logs),
+            log_at=engine.log_grid(n_steps, runs.n_logs),
             callbacks=snapshot_callbacks(m),
             desc=name,
         )
@@ -91,7 +128,20 @@ def train_scan_snap(
     return m, run_cache.cached_history(description, train, device)
 
 
-def shakespeare_data(cfg: ch08.Config, device):
+def equal_rate_runs(runs: ScanSnapRuns, device) -> dict:
+    """FAFO, FACO and CAFO at equal rates, ``lr`` on both circuits: name -> (model,
+    history with weight snapshots). Every run has its own stream of batches."""
+    out = {}
+    for name in ("FAFO", "FACO", "CAFO"):
+        n_steps = runs.faco_steps if name == "FACO" else runs.steps
+        data_seed = runs.data_seed + NAMES.index(name)
+        out[name] = train_scan_snap(
+            runs, name, runs.lr, runs.lr, runs.seeds, data_seed, n_steps, device
+        )
+    return out
+
+
+def shakespeare_data(cfg: ChapterConfig, device):
     """The Shakespeare corpus split by whole plays (:func:`lib.data.tokenizers.char_split`) and the
     fixed validation batch: ``(split, (X_val, y_val))``, where (X_val, y_val) are
     ``cfg.shk.val_n`` validation windows of ``cfg.shk.context`` characters."""

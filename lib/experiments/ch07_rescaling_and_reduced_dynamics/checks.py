@@ -33,14 +33,14 @@ def forward_error(cfg, names, device) -> float:
     the parameterizations ``names`` (two float64 inits each) on ``cfg.check_n`` sequences."""
     forward_batch = tasks.scan_snap_batch(
         cfg.check_n,
-        seq_len=cfg.seq_len,
+        seq_len=cfg.runs.seq_len,
         generator=torch.Generator().manual_seed(cfg.check_seed),
         device=device,
     )
     param_err = 0.0
     for name in names:
         m = qkov.SingleQueryAttention.named(name)
-        p = init_params(m.specs(), [0, 1], gamma=cfg.gamma, dtype=torch.float64, device=device)
+        p = init_params(m.specs(), [0, 1], gamma=cfg.runs.gamma, dtype=torch.float64, device=device)
         with torch.no_grad():
             diff = m.forward(p, forward_batch.X) - written_out(p, forward_batch.X)
         param_err = max(param_err, float(diff.abs().max()))
@@ -59,7 +59,7 @@ def flow_error(cfg, m_fafo, h_fafo, device) -> float:
     }
     bb = tasks.scan_snap_batch(
         cfg.flow_check_n,
-        seq_len=cfg.seq_len,
+        seq_len=cfg.runs.seq_len,
         generator=torch.Generator().manual_seed(cfg.flow_check_seed),
         device=device,
     )

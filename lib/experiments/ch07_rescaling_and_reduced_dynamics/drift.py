@@ -13,17 +13,19 @@ from ..qkov_training import scan_snap_stream
 
 
 def balancedness_run(cfg, device) -> dict:
-    """The run at the rates ``cfg.balance_lr_factors * cfg.lr`` (``lr``), its history with the
+    """The run at the rates ``cfg.balance_lr_factors * cfg.runs.lr`` (``lr``), its history with the
     unbalanced fraction of the Gram matrices' change per circuit (``history["drift"]``), that
     fraction at the end (``end``: rates x (qk, ov)), its log-log slope against the rate
     (``slope``) and whether it grows with the rate (``grows``)."""
-    bal_lr = np.array(cfg.balance_lr_factors) * cfg.lr
+    bal_lr = np.array(cfg.balance_lr_factors) * cfg.runs.lr
     m_bal = qkov.SingleQueryAttention.named("FAFO")
-    p_bal = init_params(m_bal.specs(), [0] * len(bal_lr), gamma=cfg.gamma, device=device)
+    p_bal = init_params(m_bal.specs(), [0] * len(bal_lr), gamma=cfg.runs.gamma, device=device)
     h_bal = engine.train(
         m_bal,
         p_bal,
-        scan_snap_stream(len(bal_lr), cfg.batch_size, cfg.seq_len, cfg.balance_seed, device=device),
+        scan_snap_stream(
+            len(bal_lr), cfg.runs.batch_size, cfg.runs.seq_len, cfg.balance_seed, device=device
+        ),
         cfg.balance_steps,
         optimizer="sgd",
         lr=torch.tensor(bal_lr, dtype=torch.float32),

@@ -24,7 +24,7 @@ def fig_heatmaps(syn, sim, cfg):
     panels = sim.fig2_panels.items()
     for ax, (title, (name, sel)) in zip(list(axes.flat)[:5], panels, strict=True):
         idx = readings.reading_index(
-            stats[name], runs[name][1], sel, "matched loss", sim.loss_star, cfg.lr
+            stats[name], runs[name][1], sel, "matched loss", sim.loss_star, cfg.runs.lr
         )
         dm, pt = readings.read_samples(stats[name], sel, idx)
         H, _, _ = np.histogram2d(dm, pt, bins=[official.DISTINCT_BIN_EDGES] * 2)
@@ -104,7 +104,7 @@ def fig_bridge(br, syn, cfg):
     fig, axes = subplots(1, 2)
     for k, r in enumerate(R_inst):
         fade = 1.0 if ok[k] else 0.25
-        lab = f"r = {r:g}" if k % len(cfg.seeds) == 0 else None
+        lab = f"r = {r:g}" if k % len(cfg.runs.seeds) == 0 else None
         axes[0].plot(dO[:, k], dG[:, k], "o", ms=2.5, color=rc[r], alpha=fade, label=lab)
         if ok[k]:
             axes[0].plot(dO[:, k], br.k_fit[k] * dO[:, k], "--", lw=0.8, color=rc[r])

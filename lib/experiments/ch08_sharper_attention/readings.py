@@ -20,9 +20,11 @@ METRIC_KEYS = ("distinct", "entropy", "separability", "p_true", "query_copy")
 
 def baselines(cfg) -> dict:
     """Uniform attention's distinct mass and entropy, and the sequence length."""
-    uniform_mass = tasks.scan_snap_uniform_distinct_mass(cfg.seq_len)
-    uniform_entropy = float(np.log(cfg.seq_len - 1))
-    return dict(uniform_mass=uniform_mass, uniform_entropy=uniform_entropy, seq_len=cfg.seq_len)
+    uniform_mass = tasks.scan_snap_uniform_distinct_mass(cfg.runs.seq_len)
+    uniform_entropy = float(np.log(cfg.runs.seq_len - 1))
+    return dict(
+        uniform_mass=uniform_mass, uniform_entropy=uniform_entropy, seq_len=cfg.runs.seq_len
+    )
 
 
 def similar_loss(syn, cfg) -> SimpleNamespace:
@@ -32,7 +34,7 @@ def similar_loss(syn, cfg) -> SimpleNamespace:
     panels (``fig2_panels``, ``panel_titles``, with the code's ratio or the sweep's
     nearest, ``r_code``)."""
     stats, R_inst = syn.stats, syn.R_inst
-    uniform_mass = tasks.scan_snap_uniform_distinct_mass(cfg.seq_len)
+    uniform_mass = tasks.scan_snap_uniform_distinct_mass(cfg.runs.seq_len)
     final_losses = np.concatenate(
         [stats[n]["loss"][-1] for n in ("FAFO", "FACO", "CAFO")]
         + [stats["CACO"]["loss"][-1, syn.in_grid]]
@@ -66,7 +68,7 @@ def similar_loss(syn, cfg) -> SimpleNamespace:
     }
     return SimpleNamespace(
         uniform_mass=uniform_mass,
-        uniform_entropy=float(np.log(cfg.seq_len - 1)),
+        uniform_entropy=float(np.log(cfg.runs.seq_len - 1)),
         loss_star=loss_star,
         groups=groups,
         mean_at=mean_at,
@@ -92,10 +94,10 @@ def similar_loss_numbers(sim, syn, cfg) -> dict:
             fo_lift_max=max(abs(lift["FAFO"]), abs(lift["CAFO"])),
             loss_star=sim.loss_star,
             init_loss=float(syn.stats["CACO"]["loss"][0].mean()),
-            steps=cfg.steps,
-            faco_steps=cfg.faco_steps,
+            steps=cfg.runs.steps,
+            faco_steps=cfg.runs.faco_steps,
             code_lr=official.FIG2_LR,
-            lr_vs_code=cfg.lr / official.FIG2_LR,
+            lr_vs_code=cfg.runs.lr / official.FIG2_LR,
             uniform_copy=sim.uniform_copy,
         )
     )
@@ -127,7 +129,7 @@ def fig2_reading(syn, sim, cfg) -> SimpleNamespace:
     bins, the status), the panels never read at the code's loss (``not_reached``), the
     code panel's name (``code_panel``) and the statuses for glue (``read``)."""
     rows, not_reached = readings.fig2_rows(
-        syn.stats, syn.runs, sim.fig2_panels, sim.loss_star, cfg.lr
+        syn.stats, syn.runs, sim.fig2_panels, sim.loss_star, cfg.runs.lr
     )
     rows = code_panel_rows(rows, sim.r_code)  # named by its own ratio where not the code's
     code_panel = f"CACO, r={sim.r_code:g}"
@@ -158,12 +160,12 @@ def fig2_numbers(fig2, cfg) -> dict:
     caco_flow = official.FIG2_CACO_FLOW_TIME  # the code's r = 5 CACO: a fixed length
     return fig2.read | dict(
         fig2_not_reached=listing(fig2.not_reached, noun="", none="none"),
-        batch=cfg.batch_size,
-        n_seeds=len(cfg.seeds),
+        batch=cfg.runs.batch_size,
+        n_seeds=len(cfg.runs.seeds),
         eval_n=cfg.eval_n,
-        log_gap=cfg.steps // cfg.n_logs,
+        log_gap=cfg.runs.steps // cfg.runs.n_logs,
         caco_flow=caco_flow,
-        caco_flow_step=int(caco_flow / cfg.lr),
+        caco_flow_step=int(caco_flow / cfg.runs.lr),
     )
 
 
@@ -216,9 +218,9 @@ def fixed_numbers(fx, fixed, cfg) -> dict:
             fixed_batch=cfg.fixed.batch_size,
             fixed_steps=cfg.fixed.steps,
             fixed_eval_n=cfg.fixed.eval_n,
-            lr=cfg.lr,
+            lr=cfg.runs.lr,
             fixed_flow_code=official.FIG3_FLOW_TIME,
-            fixed_flow_ours=cfg.lr * cfg.fixed.steps,
+            fixed_flow_ours=cfg.runs.lr * cfg.fixed.steps,
             fig3_status=fx.fig3_status,
             fig3_ratio_tol=cfg.fig3_ratio_tol,
             fig3_ratio_gap=float(np.exp(fx.ratio_gap)),
@@ -233,7 +235,7 @@ def fixed_numbers(fx, fixed, cfg) -> dict:
         }
         | {f"persist_{ov}": float(fx.persist[ov][0]) for ov in hist}
         | {f"peak_{ov}": float(incentive[ov][:, 0].max()) for ov in hist}
-        | {f"peak_flow_{ov}": float(cfg.lr * fx.peak_step[ov]) for ov in hist}
+        | {f"peak_flow_{ov}": float(cfg.runs.lr * fx.peak_step[ov]) for ov in hist}
     )
 
 
@@ -252,7 +254,7 @@ def bridge(syn, sim, cfg, device) -> SimpleNamespace:
     m_c, h_c = syn.runs["CACO"]
     mu_qk, mu_ov = readings.project_run(m_c, h_c, device)  # (n_logs, K) each
     p_d = tasks.ScanSnap.DISTINCT_MASS / tasks.ScanSnap.TOTAL_MASS
-    m_pos, n_pos = (cfg.seq_len - 2) * p_d, (cfg.seq_len - 2) * (1 - p_d) + 1
+    m_pos, n_pos = (cfg.runs.seq_len - 2) * p_d, (cfg.runs.seq_len - 2) * (1 - p_d) + 1
     net = reduced.ReducedModel(m=m_pos, n=n_pos, M=tasks.ScanSnap.N_CLASSES, b=1.0)
     dG = net.G(mu_qk) - net.G(mu_qk[0])
     dO = mu_ov**2 - mu_ov[0] ** 2

