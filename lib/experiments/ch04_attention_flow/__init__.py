@@ -4,20 +4,116 @@ The model is a one-layer attention-only transformer (no LayerNorm, no MLP, reado
 last token) on the gated task T3. Its embedding gradient is checked against autograd at
 initialization across the init rate γ, with the default position embedding and with one
 as small as the token embedding; then full-batch GD at two init rates follows, on one time
-axis, how far attention is from uniform and when the QK weights move. The physics is in
-:mod:`lib.theory.flow`; this module holds the constants and the logging callback.
+axis, how far attention is from uniform and when the QK weights move. On Chapter 2's
+gated-parity-bit task, probes and ablations then show where the parity lives. The physics
+is in :mod:`lib.theory.flow`; this package holds the constants and the bookkeeping:
+
+- ``runs``: the computations on T3, in the page's order, each returning its results, and
+  the logging callback of the GD run;
+- ``readings``: the numbers the page glues from them, and its tables;
+- ``where``: the section on where the parity lives: its runs, readings and tables;
+- ``figures``: the chapter's figures (the init figure's layout is
+  :mod:`lib.experiments.flow_figures`, shared with Chapter 3);
+- ``claims``: the ledger of the chapter's claims.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from ..expansion import CI_OVERRIDES, ExpansionCheck
+from .claims import record_claims
+from .figures import fig_attn_init, fig_attn_time, fig_attn_where
+from .readings import (
+    control_numbers,
+    init_numbers,
+    scaling_numbers,
+    time_numbers,
+    tolerances,
+    uniform_numbers,
+    uniform_table,
+)
+from .runs import (
+    DYNAMICS,
+    dynamics_callback,
+    init_check,
+    quasi_static,
+    run_gd,
+    scaling_test,
+    t3_task,
+    uniform_at_init,
+    uniform_until_qk_moves,
+)
+from .where import (
+    ABLATED,
+    FREEZE_ATTN,
+    FREEZE_E,
+    IDENTITY_12,
+    IDENTITY_24,
+    LEARNED_12,
+    LEARNED_24,
+    WHERE_MODELS,
+    chapter2_config,
+    margin_numbers,
+    race_numbers,
+    race_reading,
+    race_table,
+    run_where,
+    where_numbers,
+    where_reading,
+    where_row,
+    where_run,
+    where_settings,
+    where_table,
+    where_tasks,
+)
 
-from ..measure import attention
-from ..measure import metrics as M
-from ..theory import attention_flow, flow
-from .expansion import CI_OVERRIDES, ExpansionCheck
+__all__ = [
+    "CHAPTER",
+    "Config",
+    "OVERRIDES",
+    "ABLATED",
+    "DYNAMICS",
+    "FREEZE_ATTN",
+    "FREEZE_E",
+    "IDENTITY_12",
+    "IDENTITY_24",
+    "LEARNED_12",
+    "LEARNED_24",
+    "WHERE_MODELS",
+    "chapter2_config",
+    "control_numbers",
+    "dynamics_callback",
+    "fig_attn_init",
+    "fig_attn_time",
+    "fig_attn_where",
+    "init_check",
+    "init_numbers",
+    "margin_numbers",
+    "quasi_static",
+    "record_claims",
+    "race_numbers",
+    "race_reading",
+    "race_table",
+    "run_gd",
+    "run_where",
+    "scaling_numbers",
+    "scaling_test",
+    "t3_task",
+    "time_numbers",
+    "tolerances",
+    "uniform_at_init",
+    "uniform_numbers",
+    "uniform_table",
+    "uniform_until_qk_moves",
+    "where_numbers",
+    "where_reading",
+    "where_row",
+    "where_run",
+    "where_settings",
+    "where_table",
+    "where_tasks",
+]
 
 CHAPTER = "04_attention_flow"
 
@@ -103,81 +199,3 @@ OVERRIDES = {
     ),
     "paper": dict(d_model=64, n_init_seeds=8, n_gd_seeds=8, gd_steps=10000, gd_n_logs=60),
 }
-
-
-DYNAMICS = ("D", "D_qs", "entropy", "dQK", "R0", "R1", "cos_res", "cos_all", "qk_share")
-
-
-def dynamics_callback(model, X, y, S, centre, p_start, anchors, phi0, inter):
-    """A training callback logging, per instance, the (K, 9) quantities ``DYNAMICS``.
-
-    In order: the distance D of the attention from uniform
-    (:func:`lib.measure.attention.attention_distance`); the distance D_qs it would have with W_Q, W_K
-    frozen at ``p_start`` (the quasi-static prediction); the attention entropy; the
-    relative change of W_Q W_K^T since ``p_start``; R_0 and R_1 of the ``anchors``'
-    embedding increments with the order-0 signature ``phi0`` and the order-1 signature
-    ``inter``; the cosine of the true gradient with the residual term and with all three
-    terms (:func:`lib.theory.attention_flow.attention_terms`, centred on ``centre``); and the QK path's
-    share of the gradient.
-    """
-    E0 = p_start["E"]
-    QK0 = p_start["Q0"] @ p_start["K0"].transpose(1, 2)
-
-    def stats(step, p):
-        grad = flow.neg_grad_E(model, p, X, y)
-        T = attention_flow.attention_terms(model, p, S, centre=centre)
-        qk = attention_flow.attention_qk_path(model, p, X, y)
-        _, A = model.forward(p, X, return_attention=True)
-        p_qs = dict(p, Q0=p_start["Q0"], K0=p_start["K0"])
-        _, A_qs = model.forward(p_qs, X, return_attention=True)
-        QK = p["Q0"] @ p["K0"].transpose(1, 2)
-        logged = [
-            attention.attention_distance(A[0]),
-            attention.attention_distance(A_qs[0]),
-            attention.readout_attention_entropy(A[0]),
-            (QK - QK0).norm(dim=(1, 2)) / QK0.norm(dim=(1, 2)),
-            M.r_cos(p["E"][:, anchors], phi0[anchors], W0=E0[:, anchors]),
-            M.r_cos(p["E"][:, anchors], inter, W0=E0[:, anchors]),
-            M.field_cosine(grad, T["residual"]),
-            M.field_cosine(grad, T["residual"] + T["value"] + T["self"]),
-            qk.norm(dim=(1, 2)) / grad.norm(dim=(1, 2)),
-        ]
-        return torch.stack([v.double().cpu() for v in logged], -1)
-
-    return stats
-
-
-# The attention models of the section "Where the parity lives", by name: value path and
-# task size. The staircase model of Chapter 2 is IDENTITY_24; the others are contrasts.
-LEARNED_12, LEARNED_24 = "learned OV, 12 anchors", "learned OV, 24 anchors"
-IDENTITY_12, IDENTITY_24 = "no OV, 12 anchors", "no OV, 24 anchors"
-WHERE_MODELS = {
-    LEARNED_12: ("learned", 0),
-    LEARNED_24: ("learned", 1),
-    IDENTITY_12: ("identity", 0),
-    IDENTITY_24: ("identity", 1),
-}
-# The ablations, on the main contrast and on the staircase model.
-FREEZE_E, FREEZE_ATTN = "embedding frozen", "attention frozen"
-ABLATED = (LEARNED_12, IDENTITY_24)
-
-
-def where_row(stairs, m, seed_index: int, floor1: float) -> dict:
-    """One seed of one run of the section: escape, order-1 stair and the probes at the end.
-
-    ``stairs`` is the arm's :class:`lib.measure.staircase.Stairs`, ``m`` its metrics
-    (:meth:`lib.measure.staircase.BitRun.arm`).
-    """
-    k = seed_index
-    row = {
-        "escape 1": stairs.escapes[1][k],
-        "onset 1": stairs.onsets[1][k],
-        "stair": bool(stairs.climbs_per_seed()[k]),
-        "bit-1 loss, end": m["bit1"][-1, k],
-        "R1, end": m["R1"][-1, k],
-        "R1 of E W_V W_O, end": m["R1_ov"][-1, k] if "R1_ov" in m else float("nan"),
-    }
-    for probe in ("probe_E", "probe_attn", "probe_mlp"):
-        row[probe + ", end"] = m[probe][-1, k]
-    row["R1 floor"] = floor1
-    return row
