@@ -154,8 +154,8 @@ class Config(ExpansionCheck):
     where_anchors: the two task sizes, 12 anchors (Chapter 2's earlier attention model) and
         24 (its staircase model).
     where_steps: the Adam steps of every run of the section. Chapter 2 trains its attention
-        model for fewer (it escapes by step 150); the learned value path escapes later or
-        not at all, and the ablations later still, so these runs get their own budget.
+        model for fewer (it escapes early); the learned value path escapes later or not at
+        all, and the ablations later still, so these runs get their own budget.
     freeze_step: the step from which the embedding is frozen in the ablation: after the
         order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
     null_perm: the label permutations of every run's floors (:mod:`lib.measure.nulls`; each run is
@@ -195,7 +195,7 @@ OVERRIDES = {
         gd_n_logs=25,
         null_perm=50,
         where_steps=500,
-        copies=2,  # the race's ensemble costs a minute per 4 copies of 3 seeds on one core
+        copies=2,  # the race's ensemble: its cost grows with the copies
     ),
     "paper": dict(d_model=64, n_init_seeds=8, n_gd_seeds=8, gd_steps=10000, gd_n_logs=60),
 }
