@@ -2,23 +2,65 @@
 and what large initialization does.
 
 The staircase task, its model and Adam's rate are Chapter 2's (``config(ch02)`` at the same
-scale); this module holds what is new here: the competing-orders runs
-(:mod:`lib.theory.order`), the lazy arm, and the time-resolved arm. The length of the plateau
-(the gamma law) is Chapter 11's.
+scale); this package holds what is new here. The length of the plateau (the gamma law) is
+Chapter 11's.
+
+- ``runs``: Chapter 2's two-stair task at its settings, the competing-orders runs
+  (:mod:`lib.theory.order`) and the lazy arm;
+- ``readings``: the numbers read from them (order 0 in time, the diagram and its
+  boundaries, the lead at equal strength, the lazy arm);
+- ``figures``: order 0 in time and the diagram of which family escapes first;
+- ``claims``: the chapter's ledger.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
+from .. import ChapterConfig
+from .claims import ledger
+from .figures import fig_order_diagram, fig_stair_time
+from .readings import (
+    boundary_reading,
+    diagram_rows,
+    equal_strength_lead,
+    lazy_numbers,
+    lazy_reading,
+    order0_in_time,
+    time_resolved,
+)
+from .runs import (
+    ARMS,
+    boundaries,
+    chapter2_task,
+    competing_runs,
+    grid,
+    lazy_runs,
+    relative_change,
+)
 
-from ..theory import order
-from ..training.engine import train
-from ..training.models import build
-from ..training.sweep import Sweep
-from . import ChapterConfig
+__all__ = [
+    "ARMS",
+    "CHAPTER",
+    "Config",
+    "OVERRIDES",
+    "boundaries",
+    "boundary_reading",
+    "chapter2_task",
+    "competing_runs",
+    "diagram_rows",
+    "equal_strength_lead",
+    "fig_order_diagram",
+    "fig_stair_time",
+    "grid",
+    "lazy_numbers",
+    "lazy_reading",
+    "lazy_runs",
+    "ledger",
+    "order0_in_time",
+    "relative_change",
+    "time_resolved",
+]
 
 CHAPTER = "10_what_sets_the_order"
 
@@ -96,76 +138,3 @@ OVERRIDES = {
     "ci": dict(seeds=(0, 1, 2), n_logs=80),
     "paper": dict(seeds=(0, 1, 2, 3, 4, 5, 6, 7), d_model=128, d_hidden=128),
 }
-
-ARMS = ("order 1", "control: order 0")  # the high family's context order
-
-
-def competing_runs(model, tasks: dict, cfg: Config, optimizer: str, device) -> tuple[Sweep, dict]:
-    """One batched run of the competing-orders task over arm x gamma x ratio x seed.
-
-    ``tasks`` maps an arm name to ``(data, layout)``; every arm shares the sequences, so
-    instance k trains on its arm's labels with its ratio's sequence weights
-    (:func:`lib.theory.order.strength_weights`). Returns the sweep and ``{"low", "high"}``: each
-    family's escape step (:func:`lib.theory.order.escapes`) per instance, plus the history.
-    """
-    arms = list(tasks)
-    ratios = [2.0**e for e in cfg.log2_ratios]
-    sw = Sweep(arm=arms, gamma=list(cfg.gammas), ratio=ratios, seed=list(cfg.seeds))
-    X = tasks[arms[0]][0].X.to(device)
-    family = tasks[arms[0]][1].family.to(device)
-    Y = torch.stack([tasks[a][0].y for a in sw["arm"]]).to(device)  # (K, N) per-instance labels
-    weights = order.strength_weights(family, sw["ratio"]).to(device)
-    params = build(model, sw["seed"], gamma=sw["gamma"], device=device)
-    lr = [
-        cfg.adam_lr
-        if optimizer != "gd"
-        else cfg.gd_lr_large
-        if rate < cfg.large_below
-        else cfg.gd_lr
-        for rate in sw["gamma"]
-    ]
-    steps = cfg.gd_steps if optimizer == "gd" else cfg.adam_steps
-    log_at = np.union1d(
-        np.arange(min(steps, 100) + 1), np.geomspace(1, steps, cfg.n_logs).astype(int)
-    )
-    history = train(
-        model,
-        params,
-        (X, Y),
-        steps,
-        optimizer=optimizer,
-        lr=lr,
-        loss_fn=order.weighted_cross_entropy(weights),
-        log_at=log_at,
-        callbacks=order.family_loss_callbacks(model, X, Y, family),
-        desc=f"competing orders, {optimizer}",
-    )
-    out = {f: order.escapes(history.steps, history[f"loss_{f}"]) for f in ("low", "high")}
-    out["history"] = history
-    return sw, out
-
-
-def grid(sw: Sweep, values, arm: str) -> np.ndarray:
-    """``values`` (K,) of one arm as ``(gamma, ratio, seed)``."""
-    idx = sw.index(arm=arm)
-    shape = (len(sw.axes["gamma"]), len(sw.axes["ratio"]), len(sw.axes["seed"]))
-    return np.asarray(values, dtype=float)[idx].reshape(shape)
-
-
-def boundaries(sw: Sweep, esc: dict, arm: str) -> np.ndarray:
-    """ln rho* per (gamma, seed) of one arm (:func:`lib.theory.order.boundary`)."""
-    low, high = grid(sw, esc["low"], arm), grid(sw, esc["high"], arm)
-    x = np.log(np.asarray(sw.axes["ratio"], dtype=float))
-    return np.stack([order.boundary(x, low[i], high[i]) for i in range(low.shape[0])])
-
-
-def relative_change(params0: dict, names=("E", "W1", "W2")):
-    """A callback per weight: ``|W(t) - W(0)| / |W(0)|`` per instance (how lazy a run is)."""
-    ref = {n: params0[n].detach().clone() for n in names}
-
-    def make(n):
-        return lambda step, p: (
-            (p[n] - ref[n]).flatten(1).norm(dim=1) / ref[n].flatten(1).norm(dim=1)
-        )
-
-    return {f"rel_{n}": make(n) for n in names}
