@@ -169,7 +169,9 @@ def test_every_chapter_has_a_valid_config_at_every_scale_and_announces_it(md):
 
 
 def test_a_chapter_without_an_experiment_module_is_named_with_the_fix():
-    with pytest.raises(ConfigError, match="known chapters.*Add lib/experiments/ch99_nonexistent"):
+    with pytest.raises(
+        ConfigError, match="known chapters.*Add the package lib/experiments/ch99_nonexistent/"
+    ):
         experiments.module_for("99_nonexistent")
 
 
@@ -212,6 +214,42 @@ def test_chapter_cells_are_short(md):
     for i, c in enumerate(c for c in nb.cells if c.cell_type == "code"):
         n = len(c.source.splitlines())
         assert n <= 40, f"{md.name}: code cell {i} has {n} lines (at most 40)"
+
+
+def code_lines(md: Path) -> tuple[int, int, int, int]:
+    """A page's shown and folded code lines (non-empty), its ``def``/``class`` lines and its
+    ``# fmt: skip`` marks. Shown: cells tagged ``show-input``; every other is folded."""
+    import re
+
+    shown = folded = defs = skips = 0
+    for c in check_chapter(md).cells:
+        if c.cell_type != "code":
+            continue
+        lines = [ln for ln in c.source.splitlines() if ln.strip()]
+        if "show-input" in c.metadata.get("tags", []):
+            shown += len(lines)
+        else:
+            folded += len(lines)
+        defs += sum(bool(re.match(r"(async\s+)?(def|class)\s", ln)) for ln in lines)
+        skips += sum("# fmt: skip" in ln for ln in lines)
+    return shown, folded, defs, skips
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
+def test_a_page_is_argument_and_its_plumbing_lives_in_its_package(md):
+    """Folded plumbing is at most a quarter of a page's code, and no page defines a
+    function or class: the chapter's package (``lib/experiments/chNN_name/``) holds them."""
+    shown, folded, defs, _ = code_lines(md)
+    assert folded <= 0.25 * (shown + folded), (
+        f"{md.name}: {folded} of {shown + folded} code lines are folded plumbing (at most "
+        f"25%): move them into the chapter's package"
+    )
+    assert defs == 0, f"{md.name}: {defs} def/class lines; define them in the chapter's package"
+
+
+def test_the_pages_are_formatted_with_at_most_20_exemptions():
+    per_page = {md.stem: code_lines(md)[3] for md in CHAPTERS}
+    assert sum(per_page.values()) <= 20, f"'# fmt: skip' on the pages: {per_page}"
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.stem)
@@ -352,7 +390,7 @@ def test_no_chapter_brings_its_own_colours_or_figure_sizes():
     )
     sources = {md.name: "\n".join(c.source for c in check_chapter(md).cells
                                   if c.cell_type == "code") for md in CHAPTERS}  # fmt: skip
-    sources |= {p.name: p.read_text() for p in (ROOT / "lib" / "experiments").glob("*.py")}
+    sources |= {str(p): p.read_text() for p in (ROOT / "lib" / "experiments").rglob("*.py")}
     for name, src in sources.items():
         hits = [ln.strip() for ln in src.splitlines() if bad.search(ln)]
         assert not hits, f"{name}: use lib.book.style's palettes and sizes instead of {hits[:3]}"

@@ -26,7 +26,8 @@ A chapter starts with::
 
 Beside the chapters' packages: ``settings`` (a reader's own settings for ``make try``),
 ``ranges`` (the range of every setting, by its name),
-``expansion`` (the configuration the two expansion chapters share), ``staircase_runs``
+``expansion`` (the configuration the two expansion chapters share), ``flow_figures``
+(the figure layout those two chapters share), ``staircase_runs``
 (the staircase's batched training runs, which four chapters share), and the QK/OV
 chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
 ``qkov_official`` (the official code's saved outputs); Chapter 12's arms and escape times,
