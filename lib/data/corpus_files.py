@@ -220,14 +220,24 @@ def declared_corpora(folder: pathlib.Path) -> dict[str, tuple[str, ...]]:
     """``{chapter stem: its CORPORA}`` of the chapters' experiment packages in ``folder``,
     read from their ``CHAPTER`` and ``CORPORA`` assignments without importing them."""
     out = {}
-    for path in sorted([*folder.glob("ch*.py"), *folder.glob("ch*/__init__.py")]):
+    packages = [[p] for p in folder.glob("ch*.py")] + [
+        sorted(p.glob("*.py")) for p in folder.glob("ch*") if p.is_dir()
+    ]
+    for files in sorted(packages):
         found = {}
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            target = (
-                node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-            )
-            if isinstance(target, ast.Name) and target.id in ("CHAPTER", "CORPORA") and node.value:
-                found[target.id] = ast.literal_eval(node.value)
+        for path in files:  # a package's modules: wherever it assigns them
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                target = (
+                    node.targets[0]
+                    if isinstance(node, ast.Assign)
+                    else getattr(node, "target", None)
+                )
+                if (
+                    isinstance(target, ast.Name)
+                    and target.id in ("CHAPTER", "CORPORA")
+                    and node.value
+                ):
+                    found[target.id] = ast.literal_eval(node.value)
         if found.get("CORPORA") and "CHAPTER" in found:
             out[found["CHAPTER"]] = tuple(found["CORPORA"])
     return out
