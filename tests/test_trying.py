@@ -218,6 +218,7 @@ def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name(
     assert apply_settings(cfg, parse_settings("runs={'seeds': (3,)}")).runs == Runs(2.0, (3,))
     for text, says in [
         ("runs.lrr=1.0", "has no setting 'runs.lrr'; did you mean 'runs.lr'?"),
+        ("lr=1.0", "has no setting 'lr'; did you mean 'runs.lr'?"),
         ("runs.lr=0.5 runs={'lr': 1.0}", "SET names runs and runs.lr: give one of them"),
         ("runs.lr=0.5 runs.lr=0.6", "SET names runs.lr twice"),
         ("runs.lr=-1.0", "runs.lr must be > 0, got -1.0"),

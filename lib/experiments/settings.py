@@ -77,9 +77,15 @@ def _apply(cfg, settings: dict, chapter: str, prefix: str = ""):
     changes = {}
     for key, value in settings.items():
         if key not in names:
-            near = difflib.get_close_matches(key, names, n=1)
+            inside = [  # the key of a group of settings, given without its group
+                f"{n}.{key}"
+                for n in names
+                if dataclasses.is_dataclass(getattr(cfg, n))
+                and key in {f.name for f in dataclasses.fields(getattr(cfg, n))}
+            ]
+            near = [prefix + n for n in inside + difflib.get_close_matches(key, names, n=1)]
             hint = (
-                f"did you mean {prefix + near[0]!r}?"
+                f"did you mean {near[0]!r}?"
                 if near
                 else f"its keys are: {', '.join(prefix + n for n in names)}"
             )
