@@ -18,7 +18,9 @@ full-batch GD in float64; the linear model is trained by GD at γ = 1. The physi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from .. import SubConfig
 from ..expansion import CI_OVERRIDES, ExpansionCheck
 from .callbacks import (
     escape_callback,
@@ -92,6 +94,93 @@ CHAPTER = "03_ffn_flow"
 
 
 @dataclass(frozen=True)
+class Model(SubConfig):
+    """The Emb-MLP, checked at init and trained by GD.
+
+    activation: its activation (SiLU: c1 = 1/2, c2 = 1/2, no cubic term).
+    d_model, d_hidden: embedding and hidden widths of the models checked at init.
+    gd_hidden: the hidden width of the GD models (hand-over and escape).
+    """
+
+    activation: str = "silu"
+    d_model: int = 32
+    d_hidden: int = 128
+    gd_hidden: int = 64
+
+
+@dataclass(frozen=True)
+class Handover(SubConfig):
+    """The hand-over (full-batch GD, steps clipped in norm).
+
+    gamma: its init rate (γ = 1: the expansion is exact at init).
+    seeds, steps, lr, clip, n_logs: its seeds, length, learning rate, step-norm clip and
+        number of (log-spaced) logging steps.
+    """
+
+    gamma: float = 1.0
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    steps: int = 1000
+    lr: float = 20.0
+    clip: float = 0.005
+    n_logs: int = 40
+
+
+@dataclass(frozen=True)
+class Escape(SubConfig):
+    """The escape from the symmetric saddle (clipped full-batch GD in float64).
+
+    gamma: its init rate (γ = 0.5: the second stair within the budget).
+    seeds: the seeds of the random initializations (one symmetrized copy each).
+    deltas: the seeded asymmetries δ (0: the exactly symmetric copy, 1: the random init).
+    steps, every: its length and the spacing of its logging steps (every seeded copy must
+        escape within it; the growth rate at the end of the run, read by a claim, needs the
+        longer run at book).
+    lr, clip: its learning rate and step-norm clip.
+    acc: the training accuracy above which an instance has escaped (the second stair).
+    first_stair_acc: the accuracy that marks the end of the first stair on a symmetric run
+        (just under 1/2), where the escape size A* is read.
+    tol: the tolerance stated for the linearized prediction (predicted / measured within
+        1 +- tol).
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"acc": "in [0, 1]"}
+    gamma: float = 0.5
+    seeds: tuple[int, ...] = (0, 1, 2)
+    deltas: tuple[float, ...] = (0.0, 0.001, 0.01, 0.1, 1.0)
+    steps: int = 2800
+    every: int = 25
+    lr: float = 100.0
+    clip: float = 0.01
+    acc: float = 0.75
+    first_stair_acc: float = 0.49
+    tol: float = 0.25
+
+
+@dataclass(frozen=True)
+class Linear(SubConfig):
+    """The linear model (GD).
+
+    gamma: its init rate (γ = 1, small init).
+    d: its width. seeds: its seeds. lr, steps: GD rate and length.
+    every: the spacing of its logging steps.
+    modes: how many singular modes of the signature matrix are followed.
+    theta: the mode strength θ that defines a mode's onset.
+    balance_tol: the relative tolerance of its conservation law.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"theta": "in [0, 1]"}
+    gamma: float = 1.0
+    d: int = 32
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    lr: float = 1.0
+    steps: int = 1500
+    every: int = 5
+    modes: int = 6
+    theta: float = 0.5
+    balance_tol: float = 0.05
+
+
+@dataclass(frozen=True)
 class Config(ExpansionCheck):
     """Chapter 3 at book scale. The check at init (init_gammas, n_init_seeds,
     scale_factors, slope_tol, cos_target) is :class:`lib.experiments.expansion.ExpansionCheck`.
@@ -102,103 +191,40 @@ class Config(ExpansionCheck):
     gamma_mid: the intermediate rate where the three terms together beat the leading one
         (γ = 0.5), and from which the leading term's error must shrink as γ grows.
     gamma_large: the large-init control where the expansion fails (γ = 0.3).
-    gamma_handover: the rate of the hand-over run (γ = 1: the expansion is exact at init).
-    gamma_esc: the rate of the escape run (γ = 0.5: the second stair within the budget).
-    gamma_lin: the rate of the linear model (γ = 1, small init).
 
-    The task and the models:
     t3_reps: repetitions of the gated-addition dataset T3.
-    activation: the Emb-MLP's activation (SiLU: c1 = 1/2, c2 = 1/2, no cubic term).
-    d_model, d_hidden: embedding and hidden widths of the models checked at init.
-
-    The hand-over (full-batch GD, steps clipped in norm):
-    gd_hidden: the hidden width of the GD models (hand-over and escape).
-    handover_seeds, handover_steps, handover_lr, handover_clip, handover_n_logs: its seeds,
-        length, learning rate, step-norm clip and number of (log-spaced) logging steps.
-
-    The escape from the symmetric saddle (clipped full-batch GD in float64):
-    esc_seeds: the seeds of the random initializations (one symmetrized copy each).
-    esc_deltas: the seeded asymmetries δ (0: the exactly symmetric copy, 1: the random init).
-    esc_steps, esc_every: its length and the spacing of its logging steps (every seeded copy
-        must escape within it; the growth rate at the end of the run, read by a claim, needs
-        the longer run at book).
-    esc_lr, esc_clip: its learning rate and step-norm clip.
-    esc_acc: the training accuracy above which an instance has escaped (the second stair).
-    first_stair_acc: the accuracy that marks the end of the first stair on a symmetric run
-        (just under 1/2), where the escape size A* is read.
-    esc_tol: the tolerance stated for the linearized prediction (predicted / measured
-        within 1 +- esc_tol).
-    balance_tol: the relative tolerance of the linear model's conservation law.
-
-    The linear model (GD):
-    lin_d: its width. lin_seeds: its seeds. lin_lr, lin_steps: GD rate and length.
-    lin_log_every: the spacing of its logging steps.
-    lin_modes: how many singular modes of the signature matrix are followed.
-    lin_theta: the mode strength θ that defines a mode's onset.
+    model, handover, esc, lin: the Emb-MLP (:class:`Model`), the hand-over run
+        (:class:`Handover`), the escape from the symmetric saddle (:class:`Escape`) and the
+        linear model (:class:`Linear`), each with its own init rate.
     """
 
     t3_reps: int = 1
-    activation: str = "silu"
-    d_model: int = 32
-    d_hidden: int = 128
     gamma: float = 0.8
     gamma_mid: float = 0.5
     gamma_large: float = 0.3
-    gd_hidden: int = 64
-    gamma_handover: float = 1.0
-    handover_seeds: tuple[int, ...] = (0, 1, 2, 3)
-    handover_steps: int = 1000
-    handover_lr: float = 20.0
-    handover_clip: float = 0.005
-    handover_n_logs: int = 40
-    gamma_esc: float = 0.5
-    esc_seeds: tuple[int, ...] = (0, 1, 2)
-    esc_deltas: tuple[float, ...] = (0.0, 0.001, 0.01, 0.1, 1.0)
-    esc_steps: int = 2800
-    esc_every: int = 25
-    esc_lr: float = 100.0
-    esc_clip: float = 0.01
-    esc_acc: float = 0.75
-    first_stair_acc: float = 0.49
-    esc_tol: float = 0.25
-    balance_tol: float = 0.05
-    gamma_lin: float = 1.0
-    lin_d: int = 32
-    lin_seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
-    lin_lr: float = 1.0
-    lin_steps: int = 1500
-    lin_log_every: int = 5
-    lin_modes: int = 6
-    lin_theta: float = 0.5
+    model: Model = Model()
+    handover: Handover = Handover()
+    esc: Escape = Escape()
+    lin: Linear = Linear()
 
 
 OVERRIDES = {
     "ci": dict(
         **CI_OVERRIDES,
-        handover_seeds=(0, 1),
-        handover_steps=800,
-        handover_n_logs=30,
-        esc_seeds=(0,),
-        esc_deltas=(0.0, 0.01, 1.0),
-        esc_steps=2100,
-        lin_seeds=(0, 1, 2),
-        lin_steps=1000,
+        handover=dict(seeds=(0, 1), steps=800, n_logs=30),
+        esc=dict(seeds=(0,), deltas=(0.0, 0.01, 1.0), steps=2100),
+        lin=dict(seeds=(0, 1, 2), steps=1000),
     ),
     "paper": dict(
-        d_model=64,
-        d_hidden=256,
+        model=dict(d_model=64, d_hidden=256, gd_hidden=128),
         n_init_seeds=8,
-        gd_hidden=128,
-        handover_seeds=tuple(range(8)),
-        handover_steps=2000,
-        handover_n_logs=60,
-        esc_seeds=tuple(range(8)),
-        esc_deltas=(0.0, 0.0001, 0.001, 0.01, 0.1, 1.0),
-        esc_steps=6000,
-        esc_every=10,
-        lin_d=64,
-        lin_seeds=tuple(range(16)),
-        lin_steps=2000,
-        lin_modes=8,
+        handover=dict(seeds=tuple(range(8)), steps=2000, n_logs=60),
+        esc=dict(
+            seeds=tuple(range(8)),
+            deltas=(0.0, 0.0001, 0.001, 0.01, 0.1, 1.0),
+            steps=6000,
+            every=10,
+        ),
+        lin=dict(d=64, seeds=tuple(range(16)), steps=2000, modes=8),
     ),
 }

@@ -105,8 +105,8 @@ def _linear_and_escape(claims, cfg, esc, esc_pred, lin) -> None:
     )
     claims.check(
         "linear-balance",
-        f"the linear model's final E E^T equals (Q Q^T)^(1/2) within {cfg.balance_tol:.0%}",
-        holds=bal_per_seed < cfg.balance_tol,
+        f"the linear model's final E E^T equals (Q Q^T)^(1/2) within {cfg.lin.balance_tol:.0%}",
+        holds=bal_per_seed < cfg.lin.balance_tol,
         values=bal_per_seed,
         label="recon",
         tier="check",
@@ -146,10 +146,10 @@ def _linear_and_escape(claims, cfg, esc, esc_pred, lin) -> None:
     meas_seeded = np.array([t_esc[k] for k in pred])
     pred_seeded = [pred[k][0] for k in pred]
     per_case = [
-        saddle.escape_prediction_holds([p], [m], cfg.esc_tol)
+        saddle.escape_prediction_holds([p], [m], cfg.esc.tol)
         for p, m in zip(pred_seeded, meas_seeded, strict=True)
     ]
-    assert all(per_case) == saddle.escape_prediction_holds(pred_seeded, meas_seeded, cfg.esc_tol)
+    assert all(per_case) == saddle.escape_prediction_holds(pred_seeded, meas_seeded, cfg.esc.tol)
     claims.check(
         "escape-prediction",
         "the linearized flow predicts every seeded escape step within the stated tolerance",
@@ -184,7 +184,7 @@ def _controls(claims, cfg, init, esc, esc_pred) -> None:
     claims.check(
         "control-one-rate",
         "negative control: a one-rate prediction (the rate at init) fails the same tolerance",
-        holds=not saddle.escape_prediction_holds(one_rate, meas_seeded, cfg.esc_tol),
+        holds=not saddle.escape_prediction_holds(one_rate, meas_seeded, cfg.esc.tol),
         values=np.array(one_rate) / meas_seeded,
         unit="predicted/measured",
     )

@@ -15,14 +15,14 @@ from .callbacks import escape_slopes
 def task_numbers(cfg, t3) -> dict:
     """SiLU's Taylor coefficients c1, c2, the size of T3's training set, and the tolerances
     the checks at the end of the chapter use."""
-    c1, c2 = ACTIVATION_TAYLOR[cfg.activation]
+    c1, c2 = ACTIVATION_TAYLOR[cfg.model.activation]
     return dict(
         c1=c1,
         c2=c2,
         n_train=len(t3.D),
         cos_target=cfg.cos_target,
         slope_tol=cfg.slope_tol,
-        balance_tol=cfg.balance_tol,
+        balance_tol=cfg.lin.balance_tol,
     )
 
 
@@ -80,7 +80,7 @@ def handover_numbers(cfg, t3, ho) -> dict:
     pm_min_before = float(cos_pm[steps <= ho.pbar_best_step].min())
     pm_late = float(cos_pm[-1].mean())
     return dict(
-        gamma=cfg.gamma_handover,
+        gamma=cfg.handover.gamma,
         t_handover=int(ho.t_handover) if ho.handed else "none within the run",
         # never below the target: exact to the run's end
         u_exact_until=int(ho.u_exact) if np.isfinite(ho.u_exact) else int(steps[-1]),
@@ -96,10 +96,10 @@ def handover_numbers(cfg, t3, ho) -> dict:
 def escape_settings(cfg) -> dict:
     """The escape run's γ, learning rate, clip and seeded asymmetries."""
     return dict(
-        gd_gamma=cfg.gamma_esc,
-        gd_lr=cfg.esc_lr,
-        gd_clip=cfg.esc_clip,
-        esc_deltas=", ".join(f"{d:g}" for d in cfg.esc_deltas),  # a list of numbers
+        gd_gamma=cfg.esc.gamma,
+        gd_lr=cfg.esc.lr,
+        gd_clip=cfg.esc.clip,
+        esc_deltas=", ".join(f"{d:g}" for d in cfg.esc.deltas),  # a list of numbers
     )
 
 
@@ -136,7 +136,7 @@ def escape_numbers(cfg, esc, esc_pred) -> dict:
     return dict(
         esc_ratio_min=float(ratio_esc.min()),
         esc_ratio_max=float(ratio_esc.max()),
-        esc_tol=cfg.esc_tol,
+        esc_tol=cfg.esc.tol,
         slope_meas=float(np.mean(slopes_meas)),
         slope_pred=float(np.mean(slopes_pred)),
         lam_min=float(lam_path[1:].min()),  # the slowest growth on the plateau
@@ -194,7 +194,7 @@ def balance_error(lin) -> float:
 
 def n_learned(cfg, lin) -> int:
     """How many modes are learned within the run (seed-mean onset within it)."""
-    return int((np.nanmean(lin.t_meas, 0) <= cfg.lin_steps).sum())
+    return int((np.nanmean(lin.t_meas, 0) <= cfg.lin.steps).sum())
 
 
 def gram_numbers(cfg, t3, lin) -> dict:

@@ -46,7 +46,7 @@ def init_check(cfg, t3, device) -> SimpleNamespace:
     X, y, V, n, S = t3.X, t3.y, t3.V, t3.n, t3.S
     gammas = np.array(cfg.init_gammas)
     n_seeds = cfg.n_init_seeds
-    model = EmbMLP(V, cfg.d_model, cfg.d_hidden, n, cfg.activation)
+    model = EmbMLP(V, cfg.model.d_model, cfg.model.d_hidden, n, cfg.model.activation)
     gamma_inst = np.repeat(gammas, n_seeds)
     p_init = build(model, list(range(len(gamma_inst))), gamma=gamma_inst, device=device)
     true0 = flow.neg_grad_E(model, p_init, X, y)
@@ -84,7 +84,7 @@ def scaling_test(cfg, t3, init) -> SimpleNamespace:
     model = init.model
     factors = np.array(cfg.scale_factors)
     base = {k: v.detach().double()[-1:] for k, v in init.p_init.items()}  # one gamma = 1 instance
-    model_tanh = EmbMLP(V, cfg.d_model, cfg.d_hidden, n, "tanh")
+    model_tanh = EmbMLP(V, cfg.model.d_model, cfg.model.d_hidden, n, "tanh")
     errs = {"silu: order 0": [], "silu: 0+1": [], "silu: 0+1+ctx": [], "tanh: order 0": []}
     tanh_order1_max, tanh_nonlin = [], []
     for t in factors:
@@ -126,17 +126,17 @@ def run_handover(cfg, t3, device) -> SimpleNamespace:
     ``cos_pm`` and distances ``dist_u``, ``dist_pbar``, (n_logs, K); the hand-over step
     and the readings around it. ``model_gd`` is the GD model the escape run reuses."""
     X, y, V, n, S = t3.X, t3.y, t3.V, t3.n, t3.S
-    model_gd = EmbMLP(V, cfg.d_model, cfg.gd_hidden, n, cfg.activation)
-    p_ho = build(model_gd, list(cfg.handover_seeds), gamma=cfg.gamma_handover, device=device)
+    model_gd = EmbMLP(V, cfg.model.d_model, cfg.model.gd_hidden, n, cfg.model.activation)
+    p_ho = build(model_gd, list(cfg.handover.seeds), gamma=cfg.handover.gamma, device=device)
     h_ho = engine.train(
         model_gd,
         p_ho,
         (X, y),
-        cfg.handover_steps,
+        cfg.handover.steps,
         optimizer="gd",
-        lr=cfg.handover_lr,
-        clip=cfg.handover_clip,
-        log_at=cfg.handover_n_logs,
+        lr=cfg.handover.lr,
+        clip=cfg.handover.clip,
+        log_at=cfg.handover.n_logs,
         callbacks={"s": handover_callback(model_gd, X, y, S)},
         desc="hand-over",
     )
@@ -174,12 +174,12 @@ def run_escape(cfg, t3, model_gd, device) -> SimpleNamespace:
     ``acc_esc`` (n_logs, K), ``H_path`` (n_logs, n_sym, Pd, Pd) and the escape steps ``t_esc``."""
     X, y = t3.X, t3.y
     pairs_first, pairs_second = exchange_pairs(t3.anchors, t3.gates)  # 2m-1 <-> 2m, g+ <-> g-
-    deltas = [float(d) for d in cfg.esc_deltas]
-    esc_seeds = list(cfg.esc_seeds)
+    deltas = [float(d) for d in cfg.esc.deltas]
+    esc_seeds = list(cfg.esc.seeds)
     seed_k = np.repeat(esc_seeds, len(deltas))
     delta_k = np.tile(deltas, len(esc_seeds))
 
-    p_esc = build(model_gd, seed_k.tolist(), gamma=cfg.gamma_esc, device=device)
+    p_esc = build(model_gd, seed_k.tolist(), gamma=cfg.esc.gamma, device=device)
     p_esc = {k: v.detach().double().requires_grad_(True) for k, v in p_esc.items()}
     # E_first = S + delta A_seed, E_second = S - delta A_seed, from each seed's random init
     seed_asymmetry(p_esc["E"], pairs_first, pairs_second, delta_k)
@@ -190,24 +190,24 @@ def run_escape(cfg, t3, model_gd, device) -> SimpleNamespace:
     # Logged per instance: effective step size, |A|, |S - S(0)| and accuracy; and H_A along
     # the symmetric trajectories, one (n_sym, Pd, Pd) per logged step.
     escape_stats, H_path = escape_callback(
-        model_gd, X, y, pairs_first, pairs_second, sym_k, S_start, cfg.esc_lr, cfg.esc_clip
+        model_gd, X, y, pairs_first, pairs_second, sym_k, S_start, cfg.esc.lr, cfg.esc.clip
     )
     h_esc = engine.train(
         model_gd,
         p_esc,
         (X, y),
-        cfg.esc_steps,
+        cfg.esc.steps,
         optimizer="gd",
-        lr=cfg.esc_lr,
-        clip=cfg.esc_clip,
-        log_at=np.arange(0, cfg.esc_steps + 1, cfg.esc_every),
+        lr=cfg.esc.lr,
+        clip=cfg.esc.clip,
+        log_at=np.arange(0, cfg.esc.steps + 1, cfg.esc.every),
         callbacks={"s": escape_stats},
         desc="escape",
     )
     steps_esc = h_esc.steps
     eta_t, A_norm, S_change, acc_esc = (h_esc["s"][..., i] for i in range(4))
     H_path = torch.stack(H_path)  # (n_logs, n_sym, Pd, Pd)
-    t_esc = escape_steps(steps_esc, acc_esc, cfg.esc_acc)
+    t_esc = escape_steps(steps_esc, acc_esc, cfg.esc.acc)
     return SimpleNamespace(
         deltas=deltas,
         esc_seeds=esc_seeds,
@@ -235,7 +235,7 @@ def predicted_escape(esc, cfg, k):
         steps_esc, esc.H_path[:, j], esc.eta_t[:, s], esc.A_start[k], int(steps_esc[-1])
     )
     # A*: the symmetric change at the end of the first stair (accuracy 1/2 on the symmetric run).
-    first_stair = int(np.argmax(esc.acc_esc[:, s] >= cfg.first_stair_acc))
+    first_stair = int(np.argmax(esc.acc_esc[:, s] >= cfg.esc.first_stair_acc))
     a_star = float(esc.S_change[first_stair, s])
     t_min = int(np.argmin(norms))
     above = np.nonzero(norms[t_min:] >= a_star)[0]
@@ -262,16 +262,16 @@ def run_linear(cfg, t3, device) -> SimpleNamespace:
     X, y, V, n, S = t3.X, t3.y, t3.V, t3.n, t3.S
     M_sig = flow.signature_matrix(S)
     U_m, s_m, Vh_m = torch.linalg.svd(M_sig)
-    k_modes = cfg.lin_modes
+    k_modes = cfg.lin.modes
     s_k = s_m[:k_modes].numpy()
     Uk, Vk = U_m[:, :k_modes], Vh_m[:k_modes].T
-    lin = LinearEmb(V, cfg.lin_d, n)
-    p_lin = build(lin, list(cfg.lin_seeds), gamma=cfg.gamma_lin, device=device)
+    lin = LinearEmb(V, cfg.lin.d, n)
+    p_lin = build(lin, list(cfg.lin.seeds), gamma=cfg.lin.gamma, device=device)
     E0_lin, W0_lin = p_lin["E"].detach().double(), p_lin["W"].detach().double()
     a0 = torch.einsum("vk,svd->skd", Uk, E0_lin).numpy()
     b0 = torch.einsum("sdn,nk->skd", W0_lin, Vk).numpy()
-    theta = cfg.lin_theta
-    eta = cfg.lin_lr
+    theta = cfg.lin.theta
+    eta = cfg.lin.lr
     t_pred = (
         np.stack([flow.linear_mode_onset(s_k, a0[i], b0[i], theta) for i in range(len(a0))]) / eta
     )
@@ -279,12 +279,12 @@ def run_linear(cfg, t3, device) -> SimpleNamespace:
     mode_strength = lambda step, p: torch.einsum(
         "vk,svn,nk->sk", Uk, p["E"].double() @ p["W"].double(), Vk
     )
-    log_lin = np.arange(0, cfg.lin_steps + 1, cfg.lin_log_every)
+    log_lin = np.arange(0, cfg.lin.steps + 1, cfg.lin.every)
     h_lin = engine.train(
         lin,
         p_lin,
         (X, y),
-        cfg.lin_steps,
+        cfg.lin.steps,
         optimizer="gd",
         lr=eta,
         log_at=log_lin,
