@@ -41,7 +41,7 @@ def test_every_onset_is_searched_from_step_1_and_no_order_is_built_in():
     assert st["res_skip3"][1] >= 800
     assert rd.climbs(st, [0, 1], "res_skip2").tolist() == [True, False]
     assert rd.climbs(st, [0, 1], "res_skip3").tolist() == [True, True]
-    np.testing.assert_allclose(st["res_skip2_end"], res2[-cfg.end_logs :].mean(0))
+    np.testing.assert_allclose(st["res_skip2_end"], res2[-cfg.readings.end_logs :].mean(0))
 
 
 def test_familywise_floor_passes_a_flat_control_and_catches_a_planted_stair():
@@ -128,6 +128,6 @@ def test_instances_label_every_source_gamma_and_seed():
         c = config(ex, scale)
         assert c.gammas[:2] == (c.gamma, c.gamma_large) and c.runs[0] == ("shakespeare", "char")
         assert ex.target_names(c) == ["next"] + [
-            f"res_skip{k}" for k in range(2, max(c.markov_orders) + 1)
+            f"res_skip{k}" for k in range(2, max(c.chains.orders) + 1)
         ]
-        assert all(n in ex.target_names(c) for n, _ in c.paired_tests)
+        assert all(n in ex.target_names(c) for n, _ in c.tests.paired_tests)

@@ -50,7 +50,11 @@ def stairs(steps, curves: dict, names, cfg) -> dict:
     its largest climb since step 1 is half done; every onset searched from step 1)."""
     previous = {n: (names[i - 1] if i else None) for i, n in enumerate(names)}
     return lm.curve_stairs(
-        steps, {n: curves[n] for n in names}, previous, cfg.onset_frac, cfg.end_logs
+        steps,
+        {n: curves[n] for n in names},
+        previous,
+        cfg.readings.onset_frac,
+        cfg.readings.end_logs,
     )
 
 
@@ -78,10 +82,10 @@ def familywise(curves: dict, rows, names, q: float) -> tuple[float, np.ndarray]:
 
 def resolved(positive: dict, cfg) -> int:
     """The largest k such that, for every stair up to k, the share of seeds whose positive
-    control climbs is at least ``positive_min``."""
+    control climbs is at least ``tests.positive_min``."""
     k_max = 0
     for k in sorted(positive):
-        if np.mean(positive[k]) < cfg.positive_min:
+        if np.mean(positive[k]) < cfg.tests.positive_min:
             break
         k_max = k
     return k_max
@@ -141,9 +145,9 @@ def by_gamma(st: dict, inst, name: str, cfg) -> list[dict]:
                 n=len(rows),
                 onsets=on,
                 end=end,
-                onset=statistics.seed_bootstrap(median_onset, len(rows), cfg.n_boot),
+                onset=statistics.seed_bootstrap(median_onset, len(rows), cfg.readings.n_boot),
                 level=statistics.seed_bootstrap(
-                    lambda i, end=end: float(end[i].mean()), len(rows), cfg.n_boot
+                    lambda i, end=end: float(end[i].mean()), len(rows), cfg.readings.n_boot
                 ),
             )
         )
@@ -152,8 +156,8 @@ def by_gamma(st: dict, inst, name: str, cfg) -> list[dict]:
 
 def paired(curves: dict, target: str, a, b, cfg) -> dict:
     """The paired test of ``target``'s end levels, instance ``a[k]`` against ``b[k]``
-    (:func:`lib.measure.statistics.paired_test` at ``paired_q``)."""
-    return statistics.paired_test(curves[target], a, b, cfg.end_logs, cfg.paired_q)
+    (:func:`lib.measure.statistics.paired_test` at ``tests.paired_q``)."""
+    return statistics.paired_test(curves[target], a, b, cfg.readings.end_logs, cfg.tests.paired_q)
 
 
 def plateau_two_sided(steps, curve: dict, rows, after, onset) -> np.ndarray:
@@ -242,7 +246,7 @@ def static_readout(E: np.ndarray, phi: dict, cfg, refs: dict) -> dict:
     ``refs``), and its null's upper quantile."""
     S = M.cosine_similarity_matrix(np.asarray(E) - np.asarray(E).mean(0))[None, None]
     res = lm.alignment_curves(
-        S, phi, n_perm=cfg.n_perm, quantiles=cfg.pretrained_quantiles, orthogonal_to=refs
+        S, phi, n_perm=cfg.readings.n_perm, quantiles=cfg.pretrained.quantiles, orthogonal_to=refs
     )
     return {n: (float(r["R"][0, 0]), float(r["null_hi"][0])) for n, r in res.items()}
 

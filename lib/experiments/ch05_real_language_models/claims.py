@@ -52,8 +52,8 @@ def _controls(claims: Ledger, cfg, res) -> None:
             )
     claims.check(
         "onset-order",
-        f"the onsets rise with k over the resolved stairs (seed-level test, p < {cfg.order_alpha:g})",
-        holds=res.order[cfg.gamma]["p"] < cfg.order_alpha,
+        f"the onsets rise with k over the resolved stairs (seed-level test, p < {cfg.tests.order_alpha:g})",
+        holds=res.order[cfg.gamma]["p"] < cfg.tests.order_alpha,
         values=res.order[cfg.gamma]["p"],
         verdict="as measured",
     )
@@ -115,7 +115,7 @@ def _gamma(claims: Ledger, cfg, res) -> None:
         "small-init-skip3",
         "small init (γ = 1) creates the third stair: the share of seeds climbing skip-3",
         holds=rd.climbs(st, small, "res_skip3"),
-        threshold=cfg.rate_min,
+        threshold=cfg.tests.rate_min,
         verdict="as measured",
     )
     claims.section("sec-lm-gamma", label="recon")
@@ -214,8 +214,8 @@ def _smollm2(claims: Ledger, cfg, smol_R: dict) -> None:
             f"smollm2-{n}",
             f"SmolLM2-135M's embedding, token classes partialled out, aligns "
             f"with the {rd.LABEL[n]} target of every corpus beyond its null's 99th percentile",
-            holds=[smol_R[c, n][2] > smol_R[c, n][3] for c in cfg.pretrained_corpora],
-            values=[smol_R[c, n][2] for c in cfg.pretrained_corpora],
+            holds=[smol_R[c, n][2] > smol_R[c, n][3] for c in cfg.pretrained.corpora],
+            values=[smol_R[c, n][2] for c in cfg.pretrained.corpora],
             verdict="as measured",
         )
 

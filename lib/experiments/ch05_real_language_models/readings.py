@@ -40,9 +40,9 @@ def corpus_numbers(cfg, D: dict) -> dict:
         "ceil_next": D["ceiling"]["next"],
         "shared_res2": D["shared"]["res_skip2"],
         "shared_res3": D["shared"]["res_skip3"],
-        "end_logs": cfg.end_logs,
-        "paired_q_pct": 100 * cfg.paired_q,
-        "control_q_pct": 100 * cfg.control_q,
+        "end_logs": cfg.readings.end_logs,
+        "paired_q_pct": 100 * cfg.tests.paired_q,
+        "control_q_pct": 100 * cfg.tests.control_q,
         "tokens": len(D["streams"]["text"]),
         "vocab": D["V"],
         "tracked": len(D["tracked"]),
@@ -54,21 +54,24 @@ def model_numbers(cfg, D: dict, first: dict) -> dict:
     sources = [f"markov{o}" for o in chain_orders(cfg)]
     cos0, small, std = first["cos0"], first["small"], first["std"]
     return {
-        "n_layers": cfg.n_layers,
-        "d_model": cfg.d_model,
-        "context_len": cfg.context_len,
-        "d_mlp": cfg.d_mlp,
+        "n_layers": cfg.model.n_layers,
+        "d_model": cfg.model.d_model,
+        "context_len": cfg.model.context_len,
+        "d_mlp": cfg.model.d_mlp,
         "gamma_small": cfg.gamma,
         "gamma_standard": cfg.gamma_large,
         "gammas": listing([f"{x:g}" for x in cfg.gammas], ""),
         "n_seeds": len(cfg.seeds),
-        "batch_size": cfg.batch_size,
-        "lr": cfg.lr,
-        "steps": cfg.steps,
+        "batch_size": cfg.train.batch_size,
+        "lr": cfg.train.lr,
+        "steps": cfg.train.steps,
         "n_logs": len(log_at(cfg)),
         "n_instances": len(instances(cfg, sources)),
-        "epochs_main": cfg.steps * cfg.batch_size * cfg.context_len / len(D["streams"]["text"]),
-        "escape_steps": cfg.d_model**-cfg.gamma / cfg.lr,
+        "epochs_main": cfg.train.steps
+        * cfg.train.batch_size
+        * cfg.model.context_len
+        / len(D["streams"]["text"]),
+        "escape_steps": cfg.model.d_model**-cfg.gamma / cfg.train.lr,
         "cos0_small_min": cos0[small].min(),
         "cos0_small_max": cos0[small].max(),
         "cos0_std_min": cos0[std].min(),
@@ -140,7 +143,7 @@ def onset_order(cfg, res) -> dict:
     for gm in cfg.gammas:
         at = res.inst.index(source="text", gamma=gm)
         order[gm] = rd.order_test(
-            np.stack([res.st[n][at] for n in res.names[: len(res_k)]], 1), cfg.n_order_perm
+            np.stack([res.st[n][at] for n in res.names[: len(res_k)]], 1), cfg.tests.n_order_perm
         )
     return order
 
@@ -152,7 +155,7 @@ def order_numbers(cfg, res) -> dict:
         "lm_order_p": order[cfg.gamma]["p"],
         "order_tau": page.per_seed_text(order[cfg.gamma]["tau"], "{:.2f}"),
         "order_p_std": order[cfg.gamma_large]["p"],
-        "order_alpha": cfg.order_alpha,
+        "order_alpha": cfg.tests.order_alpha,
         "order_p_min": order[cfg.gamma]["p_min"],
         "res_k_text": listing([k for k in res.ks if k <= res.k_res], ""),
     }
@@ -165,7 +168,7 @@ def paired_tests(cfg, res) -> dict:
     """The paired tests named in the Config: the small-init real text against the model of
     the chain one order below, on the real text's target."""
     pairs = {}
-    for name, src in cfg.paired_tests:  # named in the Config before the run
+    for name, src in cfg.tests.paired_tests:  # named in the Config before the run
         if name in res.names and src in res.ctrl:
             pairs[name] = rd.paired(res.emb, name, res.small, res.ctrl[src], cfg) | dict(chain=src)
     return pairs
@@ -307,23 +310,23 @@ def specificity(cfg, res) -> dict:
     spec = lm.alignment_curves(
         hist["S_E"][:, small],
         prev,
-        n_perm=cfg.n_perm,
+        n_perm=cfg.readings.n_perm,
         orthogonal_to={"res_skip2": ("next", "previous"), "previous": ("next",)},
     )
     st_prev = rd.stairs(steps, spec, ["next", "res_skip2"], cfg)
     keep, kjv_res2 = other_residual(D, "kjv")  # the tracked characters KJV shares
     S_keep = hist["S_E"][:, small][:, :, keep][:, :, :, keep]
     own_keep = {n: D["phi"]["text"][n][keep] for n in ("next", "res_skip2")}
-    mine = lm.alignment_curves(S_keep, own_keep, n_perm=cfg.n_perm, orthogonal_to="next")
+    mine = lm.alignment_curves(S_keep, own_keep, n_perm=cfg.readings.n_perm, orthogonal_to="next")
     other = lm.alignment_curves(
         S_keep,
         {"next": own_keep["next"], "res_skip2": kjv_res2},
-        n_perm=cfg.n_perm,
+        n_perm=cfg.readings.n_perm,
         orthogonal_to="next",
     )
     last = len(steps) - 1
-    spec_own = statistics.curve_level(mine["res_skip2"]["R"], last, cfg.end_logs)
-    spec_kjv = statistics.curve_level(other["res_skip2"]["R"], last, cfg.end_logs)
+    spec_own = statistics.curve_level(mine["res_skip2"]["R"], last, cfg.readings.end_logs)
+    spec_kjv = statistics.curve_level(other["res_skip2"]["R"], last, cfg.readings.end_logs)
     return dict(spec=spec, st_prev=st_prev, keep=keep, own=spec_own, kjv=spec_kjv)
 
 
@@ -334,7 +337,7 @@ def specific_numbers(cfg, res) -> dict:
     st_prev = sp["st_prev"]
     return {
         "prev_part": page.value_range(
-            statistics.curve_level(sp["spec"]["previous"]["R"], last, cfg.end_logs)
+            statistics.curve_level(sp["spec"]["previous"]["R"], last, cfg.readings.end_logs)
         ),
         "res2_beyond_prev": page.value_range(st_prev["res_skip2_end"]),
         "res2_beyond_prev_climbs": of_n(
@@ -357,7 +360,7 @@ def plateau(cfg, res) -> dict:
     after, onset2 = st["next"][small], st["res_skip2"][small]
     ratio = rd.plateau_two_sided(steps, emb["res_skip2"], small, after, onset2)
     smooth = rd.smooth_controls(steps, emb["res_skip2"], st, small, "res_skip2", after)
-    ok = ratio >= cfg.min_wait_over_rise
+    ok = ratio >= cfg.readings.min_wait_over_rise
     return dict(ratio=ratio, smooth=smooth, ok=ok)
 
 
@@ -369,7 +372,7 @@ def plateau_numbers(cfg, res) -> dict:
         "plateau2_pass": of_n(pl["ok"].sum(), len(cfg.seeds)),
         "control_loglin_max": np.nanmax(pl["smooth"]["log-linear"]),
         "control_exp_max": np.nanmax(pl["smooth"]["exponential"]),
-        "min_wait_over_rise": cfg.min_wait_over_rise,
+        "min_wait_over_rise": cfg.readings.min_wait_over_rise,
     }
 
 
@@ -390,9 +393,9 @@ def scale_numbers(cfg, paper) -> dict:
     """The scale of this run and the size of the ``paper`` configuration."""
     return {
         "scale": cfg.scale,
-        "paper_d": paper.d_model,
-        "paper_context": paper.context_len,
-        "paper_steps": paper.steps,
+        "paper_d": paper.model.d_model,
+        "paper_context": paper.model.context_len,
+        "paper_steps": paper.train.steps,
     }
 
 

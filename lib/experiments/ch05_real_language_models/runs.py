@@ -25,15 +25,15 @@ def decoder(cfg, V: int) -> Transformer:
     fan-in d, since a lookup reads one row per position)."""
     return Transformer(
         V,
-        cfg.d_model,
-        cfg.context_len,
-        n_layers=cfg.n_layers,
-        d_mlp=cfg.d_mlp,
+        cfg.model.d_model,
+        cfg.model.context_len,
+        n_layers=cfg.model.n_layers,
+        d_mlp=cfg.model.d_mlp,
         readout="all",
         norm="rms",
         mlp="swiglu",
         positions="rotary",
-        emb_fan_in=cfg.d_model,
+        emb_fan_in=cfg.model.d_model,
     )
 
 
@@ -48,7 +48,7 @@ def instances(cfg, sources, gammas=None, seeds=None) -> Instances:
 
 
 def log_at(cfg) -> np.ndarray:
-    return engine.log_steps(cfg.steps, cfg.n_logs)
+    return engine.log_steps(cfg.train.steps, cfg.train.n_logs)
 
 
 def fixed_windows(stream, n: int, L: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,8 +70,8 @@ def train_run(cfg, D: dict, inst: Instances, device, desc: str) -> dict:
     stream = torch.stack([D["streams"][s] for s in sources])
     data = windows.window_sampler(
         stream,
-        cfg.context_len,
-        cfg.batch_size,
+        cfg.model.context_len,
+        cfg.train.batch_size,
         inst["seed"],
         device=device,
         stream_of=[sources.index(s) for s in inst["source"]],
@@ -79,9 +79,11 @@ def train_run(cfg, D: dict, inst: Instances, device, desc: str) -> dict:
     callbacks = lm.similarity_callbacks(params, D["tracked"], D["tracked"])
     text = D["streams"]["text"]
     models = ngram.kgram_models(text.cpu(), D["V"], orders=(1, 2, 3, 4))
-    X_eval, _ = fixed_windows(text, cfg.n_eval_windows, cfg.context_len)
+    X_eval, _ = fixed_windows(text, cfg.train.n_eval_windows, cfg.model.context_len)
     chain = {
-        o: fixed_windows(D["streams"][f"markov{o}"], cfg.n_eval_windows, cfg.context_len)
+        o: fixed_windows(
+            D["streams"][f"markov{o}"], cfg.train.n_eval_windows, cfg.model.context_len
+        )
         for o in (1, 2, 3)
         if f"markov{o}" in D["streams"]
     }
@@ -90,10 +92,10 @@ def train_run(cfg, D: dict, inst: Instances, device, desc: str) -> dict:
         model,
         params,
         data,
-        cfg.steps,
+        cfg.train.steps,
         optimizer="adamw",
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
+        lr=cfg.train.lr,
+        weight_decay=cfg.train.weight_decay,
         log_at=log_at(cfg),
         callbacks=callbacks,
         desc=desc,
@@ -109,19 +111,19 @@ def read_run(cfg, D: dict, run: dict) -> dict:
     hist, inst, names = run["hist"], run["inst"], D["names"]
     refs = orthogonal(names)
     phi = {n: D["phi"]["text"][n] for n in names}
-    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.n_perm, orthogonal_to=refs)
+    emb = lm.alignment_curves(hist["S_E"], phi, n_perm=cfg.readings.n_perm, orthogonal_to=refs)
     own = {}
     for src in dict.fromkeys(inst["source"]):
         if src != "text":
             own[src] = lm.alignment_curves(
                 hist["S_E"][:, inst.index(source=src)],
                 {n: D["phi"][src][n] for n in names},
-                n_perm=cfg.n_perm,
+                n_perm=cfg.readings.n_perm,
                 orthogonal_to=refs,
             )
     text = inst.index(source="text")
     unemb = lm.alignment_curves(
-        hist["S_U"][:, text], {"previous": D["phi"]["text"]["previous"]}, n_perm=cfg.n_perm
+        hist["S_U"][:, text], {"previous": D["phi"]["text"]["previous"]}, n_perm=cfg.readings.n_perm
     )["previous"]
     return dict(run, emb=emb, own=own, unemb=unemb)
 
@@ -133,7 +135,11 @@ def first_gradient(cfg, D: dict, inst: Instances, device) -> np.ndarray:
     model = decoder(cfg, D["V"])
     params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
     X, y = windows.window_sampler(
-        D["streams"]["text"], cfg.context_len, cfg.batch_size, inst["seed"], device=device
+        D["streams"]["text"],
+        cfg.model.context_len,
+        cfg.train.batch_size,
+        inst["seed"],
+        device=device,
     )(0)
     (grad,) = torch.autograd.grad(
         engine.cross_entropy(model.forward(params, X), y).sum(), params["E"]
@@ -216,7 +222,7 @@ def main_run(cfg, D: dict, device) -> Results:
     for n, k in zip(names, ks, strict=True):
         positive[k] = rd.climbs(own[f"markov{k}"], slice(None), n)
         scanned = names[names.index(n) :]
-        floor, top = rd.familywise(emb, ctrl[f"markov{k - 1}"], scanned, cfg.control_q)
+        floor, top = rd.familywise(emb, ctrl[f"markov{k - 1}"], scanned, cfg.tests.control_q)
         negative[k] = dict(floor=floor, top=top, quiet=top < floor)
     return Results(
         D=D,

@@ -19,12 +19,12 @@ def readout(cfg, device) -> dict:
     smol = pretrained.load_smollm2()
     smol_tok = smol.tokenizer()
     smol_R = {}
-    for corpus in cfg.pretrained_corpora:
+    for corpus in cfg.pretrained.corpora:
         c = LOADERS[corpus]()
-        text = c.text if cfg.pretrained_chars is None else c.text[: cfg.pretrained_chars]
+        text = c.text if cfg.pretrained.chars is None else c.text[: cfg.pretrained.chars]
         stream = pretrained.pretrained_stream(smol_tok, text, device)
         used, parts, top_c = sig.frequent_in_every_stream(
-            [stream], cfg.pretrained_top, cfg.context_len, min_count=10
+            [stream], cfg.pretrained.top, cfg.model.context_len, min_count=10
         )
         top = used[top_c].tolist()
         phi = targets(parts[0], len(used), top_c, 2)
@@ -61,7 +61,7 @@ def readout_numbers(cfg, smol_R: dict) -> dict:
     """Per target, the R of every corpus, plainly and with the classes out."""
     return {
         f"smol_{key}": page.per_seed_text(
-            [smol_R[c, n][j] for c in cfg.pretrained_corpora], "{:.2f}"
+            [smol_R[c, n][j] for c in cfg.pretrained.corpora], "{:.2f}"
         )
         for key, n, j in (
             ("next", "next", 0),
@@ -72,6 +72,6 @@ def readout_numbers(cfg, smol_R: dict) -> dict:
             ("res2_cls", "res_skip2", 2),
         )
     } | {
-        "smol_top": cfg.pretrained_top,
-        "smol_corpora": listing([TITLE[c] for c in cfg.pretrained_corpora], ""),
+        "smol_top": cfg.pretrained.top,
+        "smol_corpora": listing([TITLE[c] for c in cfg.pretrained.corpora], ""),
     }

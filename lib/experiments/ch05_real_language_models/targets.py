@@ -30,12 +30,12 @@ TITLE = {
 
 def chain_orders(cfg) -> tuple[int, ...]:
     """The orders of the chains that train beside the main run, 0 first where it does."""
-    return ((0,) if cfg.unigram_chain else ()) + tuple(cfg.markov_orders)
+    return ((0,) if cfg.chains.unigram else ()) + tuple(cfg.chains.orders)
 
 
 def residual_names(cfg) -> list[str]:
     """The skip-k residual targets the run reads: k = 2 .. the highest chain order."""
-    return [f"res_skip{k}" for k in range(2, max(cfg.markov_orders) + 1)]
+    return [f"res_skip{k}" for k in range(2, max(cfg.chains.orders) + 1)]
 
 
 def target_names(cfg) -> list[str]:
@@ -94,9 +94,9 @@ def unigram_stream(stream, V: int, n_tokens: int, seed: int) -> torch.Tensor:
 def chain_stream(cfg, stream, V: int, order: int) -> torch.Tensor:
     """The stream of the order-``order`` chain fitted to ``stream``, as long as it."""
     if order == 0:
-        return unigram_stream(stream, V, len(stream), cfg.control_seed)
+        return unigram_stream(stream, V, len(stream), cfg.chains.seed)
     return chains.markov_stream(
-        stream, V, order, len(stream), cfg.control_seed, n_chains=cfg.control_chains
+        stream, V, order, len(stream), cfg.chains.seed, n_chains=cfg.chains.n_chains
     )
 
 
@@ -113,18 +113,21 @@ def corpus_data(cfg, device) -> dict[Run, dict]:
         tok = (
             tokenizers.CharTokenizer(c.text)
             if kind == "char"
-            else tokenizers.train_bpe(text, cfg.bpe_vocab)
+            else tokenizers.train_bpe(text, cfg.tokens.bpe_vocab)
         )
         V = tok.vocab_size
         streams = {"text": tok.encode(text).to(device)}
         halves = [tok.encode(h).to(device) for h in corpora.train_halves(c)]
         tracked = sig.frequent_in_both_halves(
-            streams["text"], halves, V, cfg.top_char if kind == "char" else cfg.top_bpe
+            streams["text"],
+            halves,
+            V,
+            cfg.tokens.top_char if kind == "char" else cfg.tokens.top_bpe,
         )
         orders = chain_orders(cfg) if n_run == 0 else (1,)
         for order in orders:
             streams[f"markov{order}"] = chain_stream(cfg, streams["text"], V, order)
-        kmax = max(cfg.markov_orders) if n_run == 0 else 2
+        kmax = max(cfg.chains.orders) if n_run == 0 else 2
         phi = {src: targets(s, V, tracked, kmax) for src, s in streams.items()}
         a, b = (targets(h, V, tracked, kmax) for h in halves)
         names = [n for n in phi["text"] if n != "previous"]
@@ -157,7 +160,7 @@ def skip2_ceiling(cfg, corpus: str) -> float:
     tok = tokenizers.CharTokenizer(c.text)
     halves = [tok.encode(h) for h in corpora.train_halves(c)]
     stream = tok.encode(corpora.split_by_document(c)[0])
-    tracked = sig.frequent_in_both_halves(stream, halves, tok.vocab_size, cfg.top_char)
+    tracked = sig.frequent_in_both_halves(stream, halves, tok.vocab_size, cfg.tokens.top_char)
     a, b = (targets(h, tok.vocab_size, tracked, 2) for h in halves)
     return semipartial_agreement(a, b, "res_skip2", ("next",))
 
