@@ -174,7 +174,7 @@ class Readings(SubConfig):
 
 
 @dataclass(frozen=True)
-class Tests(SubConfig):
+class Levels(SubConfig):
     """The tests, named before the run.
 
     paired_q: the quantile of the paired test's null that the difference must pass.
@@ -234,7 +234,7 @@ class Config(ChapterConfig):
         (:class:`Training`), the tokenizations (:class:`Tokens`) and the Markov chains whose
         models train beside the real text (:class:`Chains`).
     readings, tests: how the curves are read (:class:`Readings`) and the tests named before
-        the run (:class:`Tests`).
+        the run (:class:`Levels`).
     pretrained: the pretrained model's readout (:class:`Pretrained`).
     """
 
@@ -248,7 +248,7 @@ class Config(ChapterConfig):
     tokens: Tokens = Tokens()
     chains: Chains = Chains()
     readings: Readings = Readings()
-    tests: Tests = Tests()
+    tests: Levels = Levels()
     pretrained: Pretrained = Pretrained()
 
 
@@ -292,7 +292,7 @@ __all__ = [
     "Tokens",
     "Chains",
     "Readings",
-    "Tests",
+    "Levels",
     "Pretrained",
     "OVERRIDES",
     "HEADLINE",
