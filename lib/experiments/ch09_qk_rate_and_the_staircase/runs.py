@@ -32,9 +32,9 @@ def staircase_config(cfg):
                 f"chapter {cfg.chapter()}: {name}={getattr(cfg, name)} differs from Chapter 2's "
                 f"{getattr(cfg2, name)}; set them equal so the staircase model trains as there"
             )
-    if cfg2.r not in cfg.stair_r_grid:
+    if cfg2.r not in cfg.stair.r_grid:
         raise ConfigError(
-            f"chapter {cfg.chapter()}: stair_r_grid {cfg.stair_r_grid} lacks Chapter 2's r={cfg2.r}"
+            f"chapter {cfg.chapter()}: stair.r_grid {cfg.stair.r_grid} lacks Chapter 2's r={cfg2.r}"
         )
     return cfg2
 
@@ -106,7 +106,7 @@ def train_rates(
         optimizer="adam",
         lr=cfg.lr,
         group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(steps, n_logs, extra=[cfg.t_early]),
+        log_at=engine.log_grid(steps, n_logs, extra=[cfg.reading.t_early]),
         callbacks=callbacks,
         frozen=("P",),
         desc=desc,
@@ -130,9 +130,9 @@ def run_controls(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Contr
     """Both models' controls, factorized QK: the bit-1 signs shuffled across sequences, each
     run read against the rule's signatures (and, ``own_``, against the shuffled labels')."""
     ctl, ctl_hist, ctl_sw, own_floor, ctl_floor = {}, {}, {}, {}, {}
-    for arm, grid in (("ov", cfg.control_r_grid), ("stair", cfg.stair_control_r_grid)):
-        blind, own = st.gate_blind(task[arm], cfg.control_seed, cfg.null_perm)
-        ctl_sw[arm] = rate_sweep(grid, cfg.control_seeds)
+    for arm, grid in (("ov", cfg.control.r_grid), ("stair", cfg.control.stair_r_grid)):
+        blind, own = st.gate_blind(task[arm], cfg.control.seed, cfg.reading.null_perm)
+        ctl_sw[arm] = rate_sweep(grid, cfg.control.seeds)
         model = attention_model(blind.data, qk="factorized", **model_kw[arm])
         ctl_hist[arm] = train_rates(
             cfg,
@@ -140,13 +140,14 @@ def run_controls(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Contr
             blind,
             ctl_sw[arm],
             device,
-            cfg.control_steps,
+            cfg.control.steps,
             run_kw[arm]["n_logs"],
             f"control {arm}",
             also={"own_": own},
         )
-        ctl_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.null_q)  # its own permutation floor
-        own_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.null_q, prefix="own_")[1]
+        # its own permutation floor
+        ctl_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.reading.null_q)
+        own_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.reading.null_q, prefix="own_")[1]
         ctl[arm] = stair_summary(ctl_hist[arm], ctl_sw[arm], ctl_floor[arm], cfg)
     return Controls(ctl, ctl_hist, ctl_sw, ctl_floor, own_floor)
 
@@ -173,6 +174,6 @@ def run_rates(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Runs:
             steps, n_logs = run_kw[arm]["steps"], run_kw[arm]["n_logs"]
             h = train_rates(cfg, model, task[arm], sweep[arm], device, steps, n_logs, f"{arm} {qk}")
             hist[arm, qk] = h
-            floor[arm, qk] = nulls.run_floors(h, cfg.null_q)
+            floor[arm, qk] = nulls.run_floors(h, cfg.reading.null_q)
             summary[arm, qk] = stair_summary(h, sweep[arm], floor[arm, qk], cfg)
     return Runs(hist, summary, sweep, floor)

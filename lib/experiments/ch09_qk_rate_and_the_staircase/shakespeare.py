@@ -24,10 +24,10 @@ def shakespeare_stream(cfg, device):
     split = tokenizers.char_split(corpora.load_shakespeare())
     tok, stream = split.tokenizer, split.train
     counts = torch.bincount(stream, minlength=tok.vocab_size)
-    tracked = torch.argsort(counts, descending=True)[: cfg.shk_top].tolist()
+    tracked = torch.argsort(counts, descending=True)[: cfg.shk.top].tolist()
     V = tok.vocab_size
     phi = {"next": sig.next_token_signature(stream, V, rows=tracked)}
-    for k in cfg.shk_skips:
+    for k in cfg.shk.skips:
         phi[f"skip{k}"] = sig.skip_signature(stream, V, k, rows=tracked)
     phi = {n: sig.centre(p) for n, p in phi.items()}
     return tok, stream.to(device), tracked, phi
@@ -37,24 +37,24 @@ def shakespeare_run(cfg, tok, stream, tracked, device):
     """One batched Adam run of the small-init LM over (QK multiplier, seed).
 
     A seed fixes the initial weights and the windows, so the multipliers are paired. The
-    QK group trains at ``multiplier * shk_lr``. Logs the increment similarities of the
-    tracked characters' embeddings and, on a fixed probe batch of ``shk_probe`` windows, the
+    QK group trains at ``multiplier * shk.lr``. Logs the increment similarities of the
+    tracked characters' embeddings and, on a fixed probe batch of ``shk.probe`` windows, the
     attention's distance from uniform causal averaging (``attn_dist``, Chapter 4's D).
     Returns ``(history, sweep)``.
     """
-    sw = Sweep(mult=list(cfg.shk_mults), seed=list(cfg.shk_seeds))
+    sw = Sweep(mult=list(cfg.shk.mults), seed=list(cfg.shk.seeds))
     model = models.Transformer(
         tok.vocab_size,
-        cfg.shk_d_model,
-        cfg.shk_context,
+        cfg.shk.d_model,
+        cfg.shk.context,
         n_layers=1,
         readout="all",
-        d_mlp=cfg.shk_mlp,
-        emb_fan_in=cfg.shk_d_model,
+        d_mlp=cfg.shk.mlp,
+        emb_fan_in=cfg.shk.d_model,
     )
     params = models.build(model, sw["seed"], gamma=cfg.gamma, device=device)
     # A fixed probe batch of training windows (its own seed) on which attention is read.
-    probe = windows.window_sampler(stream, cfg.shk_context, cfg.shk_probe, [10_000], device=device)
+    probe = windows.window_sampler(stream, cfg.shk.context, cfg.shk.probe, [10_000], device=device)
     X_probe = probe(0)[0][0]
     # the embedding's similarities only: the chapter reads no unembedding geometry
     callbacks = {"S_E": lm.similarity_callbacks(params, tracked, tracked)["S_E"]}
@@ -64,12 +64,12 @@ def shakespeare_run(cfg, tok, stream, tracked, device):
     h = engine.train(
         model,
         params,
-        windows.window_sampler(stream, cfg.shk_context, cfg.shk_batch, sw["seed"], device=device),
-        cfg.shk_steps,
+        windows.window_sampler(stream, cfg.shk.context, cfg.shk.batch, sw["seed"], device=device),
+        cfg.shk.steps,
         optimizer="adam",
-        lr=cfg.shk_lr,
-        group_lr={"qk": cfg.shk_lr * sw.tensor("mult", device=device)},
-        log_at=engine.log_grid(cfg.shk_steps, cfg.shk_n_logs),
+        lr=cfg.shk.lr,
+        group_lr={"qk": cfg.shk.lr * sw.tensor("mult", device=device)},
+        log_at=engine.log_grid(cfg.shk.steps, cfg.shk.n_logs),
         callbacks=callbacks,
         desc="shakespeare",
     )
@@ -98,7 +98,7 @@ class ShakespeareReading:
     multiplier), the skip signatures' names ``skips``, the final distances of attention from
     uniform ``D`` (median over seeds, per multiplier), the factor by which each median onset
     moves from the smallest to the largest multiplier ``moves``, whether the onsets keep the
-    order of k at every multiplier (``ordered``) and stay within ``cfg.shk_fold_tol``
+    order of k at every multiplier (``ordered``) and stay within ``cfg.shk.fold_tol``
     (``still``), and the numbers the page glues."""
 
     on: object
@@ -114,20 +114,20 @@ class ShakespeareReading:
 def read_shakespeare(h, sw: Sweep, on, cfg) -> ShakespeareReading:
     """The readings of the LM's run ``h`` over ``sw`` with onsets ``on`` (:func:`skip_onsets`)."""
     med = {n: on[n].median("seed").values for n in on}  # per multiplier
-    D = [float(np.median(h["attn_dist"][-1, sw.index(mult=m)])) for m in cfg.shk_mults]
-    skips = [f"skip{k}" for k in cfg.shk_skips]
+    D = [float(np.median(h["attn_dist"][-1, sw.index(mult=m)])) for m in cfg.shk.mults]
+    skips = [f"skip{k}" for k in cfg.shk.skips]
     n_found = {n: int(np.isfinite(on[n].values).sum()) for n in skips}
     moves = {n: float(med[n][-1] / med[n][0]) for n in skips}
     stack = np.stack([med[n] for n in skips])  # (skip k, multiplier)
     ordered = bool(np.isfinite(stack).all() and np.all(np.diff(stack, axis=0) >= 0))
-    tol = cfg.shk_fold_tol
+    tol = cfg.shk.fold_tol
     still = all(1 / tol <= v <= tol for v in moves.values())
     numbers = dict(
         D=listing([f"{x:.3f}" for x in D], noun=""),
-        d=cfg.shk_d_model,
-        context=cfg.shk_context,
-        lr=cfg.shk_lr,
-        mults=listing(cfg.shk_mults, noun=""),
+        d=cfg.shk.d_model,
+        context=cfg.shk.context,
+        lr=cfg.shk.lr,
+        mults=listing(cfg.shk.mults, noun=""),
     )
     numbers |= {f"move_{n}": v for n, v in moves.items()} | dict(
         found_min=min(n_found.values()),
