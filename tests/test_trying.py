@@ -189,6 +189,7 @@ def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name(
     class Runs(SubConfig):
         lr: float = 1.0
         seeds: tuple[int, ...] = (0, 1)
+        rates: tuple[float, ...] = (1.0,)
 
     @dataclasses.dataclass(frozen=True)
     class Config(ChapterConfig):
@@ -208,6 +209,7 @@ def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name(
         (dict(runs=dict(lr=-2.0)), "runs.lr must be > 0, got -2.0"),
         (dict(runs=dict(lr="fast")), "runs.lr='fast' is a str, but runs.lr must be float"),
         (dict(runs=dict(seeds=(1, 1))), "runs.seeds must be a tuple of distinct seeds"),
+        (dict(runs=dict(rates=(1.0, -1.0))), "each of runs.rates must be >= 1"),
     ]:
         with pytest.raises(ConfigError, match="^[^\n]*$") as err:
             config(module(ci), "ci")
@@ -219,6 +221,7 @@ def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name(
     for text, says in [
         ("runs.lrr=1.0", "has no setting 'runs.lrr'; did you mean 'runs.lr'?"),
         ("lr=1.0", "has no setting 'lr'; did you mean 'runs.lr'?"),
+        ("runs_lr=1.0", "has no setting 'runs_lr'; did you mean 'runs.lr'?"),
         ("runs.lr=0.5 runs={'lr': 1.0}", "SET names runs and runs.lr: give one of them"),
         ("runs.lr=0.5 runs.lr=0.6", "SET names runs.lr twice"),
         ("runs.lr=-1.0", "runs.lr must be > 0, got -1.0"),

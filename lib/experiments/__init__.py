@@ -119,9 +119,9 @@ def _check_fields(obj, where: str, prefix: str = "") -> None:
             )
         if isinstance(value, SubConfig):
             _check_fields(value, where, f"{prefix}{f.name}.")
-    found = check_ranges(obj, obj.RANGES)
+    found = check_ranges(obj, obj.RANGES, prefix)
     if found:
-        raise ConfigError(f"{where}: {prefix}{found}")
+        raise ConfigError(f"{where}: {found}")
 
 
 def merge(cfg, changes: dict, where: str, refuse_defaults_of=None):

@@ -74,9 +74,11 @@ def _within(x: float, rule: str) -> bool:
     return above and below
 
 
-def problem(cfg, name: str, rule: str | None) -> str | None:
-    """What is wrong with the field ``name`` of ``cfg`` under ``rule`` (None: nothing)."""
+def problem(cfg, name: str, rule: str | None, prefix: str = "") -> str | None:
+    """What is wrong with the field ``name`` of ``cfg`` under ``rule`` (None: nothing); the
+    field is named ``prefix + name`` (a group's fields: ``shk.steps``)."""
     value = getattr(cfg, name)
+    name = prefix + name
     numbers = _numbers(value)
     if any(isinstance(x, float) and not math.isfinite(x) for x in numbers):
         return f"{name} must be finite, got {value!r}"
@@ -90,12 +92,12 @@ def problem(cfg, name: str, rule: str | None) -> str | None:
             return f"{name} must be a tuple of distinct seeds, ints >= 0, got {value!r}"
         return None
     if rule.startswith("in ") and rule[3:].isidentifier():
-        among = getattr(cfg, rule[3:])
+        among = getattr(cfg, rule[3:])  # a field of the same config (or group)
         among = among if isinstance(among, tuple) else (among,)
         items = value if isinstance(value, tuple) else (value,)
         if all(v in among for v in items):
             return None
-        return f"{name} must be one of {rule[3:]} {among!r}, got {value!r}"
+        return f"{name} must be one of {prefix}{rule[3:]} {among!r}, got {value!r}"
     bad = [x for x in numbers if not _within(x, rule)]
     if not bad:
         return None
@@ -103,14 +105,15 @@ def problem(cfg, name: str, rule: str | None) -> str | None:
     return f"{each}{name} must be {rule}, got {value!r}"
 
 
-def check_ranges(cfg, overrides: dict[str, str] | None = None) -> str | None:
-    """The first problem of ``cfg``'s fields (one line), or None when every one is in range."""
+def check_ranges(cfg, overrides: dict[str, str] | None = None, prefix: str = "") -> str | None:
+    """The first problem of ``cfg``'s fields (one line), or None when every one is in range;
+    the fields are named with ``prefix`` (a group's: ``shk.``)."""
     names = {f.name for f in dataclasses.fields(cfg)}
     for name in set(overrides or ()) - names:
         return f"RANGES names {name!r}, which is no field of the Config"
     for f in dataclasses.fields(cfg):
         if f.name != "scale":
-            found = problem(cfg, f.name, rule_for(f.name, overrides))
+            found = problem(cfg, f.name, rule_for(f.name, overrides), prefix)
             if found:
                 return found
     return None

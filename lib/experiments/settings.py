@@ -77,12 +77,13 @@ def _apply(cfg, settings: dict, chapter: str, prefix: str = ""):
     changes = {}
     for key, value in settings.items():
         if key not in names:
-            inside = [  # the key of a group of settings, given without its group
-                f"{n}.{key}"
+            inside = [  # the key of a group's setting, without its group or as group_key
+                f"{n}.{name}"
                 for n in names
                 if dataclasses.is_dataclass(getattr(cfg, n))
-                and key in {f.name for f in dataclasses.fields(getattr(cfg, n))}
-            ]
+                for name in (key, key.removeprefix(f"{n}_"))
+                if name in {f.name for f in dataclasses.fields(getattr(cfg, n))}
+            ][:1]
             near = [prefix + n for n in inside + difflib.get_close_matches(key, names, n=1)]
             hint = (
                 f"did you mean {near[0]!r}?"
