@@ -19,8 +19,9 @@ package holds the chapter's constants (``Config``, ``OVERRIDES``) and:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from .. import ChapterConfig
+from .. import ChapterConfig, SubConfig
 from .claims import ledger
 from .design import (
     A4,
@@ -82,13 +83,93 @@ CHAPTER = "06_embeddings_matter"
 
 
 @dataclass(frozen=True)
-class Config(ChapterConfig):
-    """Chapter 6 at book scale.
+class Model(SubConfig):
+    """The Emb-MLP of every experiment and its Adam runs.
 
-    d_model, d_hidden: the Emb-MLP's embedding and hidden widths (every experiment).
+    d_model, d_hidden: the embedding and hidden widths.
     lr: Adam's learning rate (every run); smaller at paper scale, where the model is wider
         and the runs ten times longer.
     batch_size: rows per step per instance (E1, E3).
+    """
+
+    d_model: int = 64
+    d_hidden: int = 128
+    lr: float = 1e-2
+    batch_size: int = 128
+
+
+@dataclass(frozen=True)
+class Twins(SubConfig):
+    """The batched run of E1 and E2 (``sec-emb-e1``, ``sec-emb-e2``): the matched twins and T1.
+
+    steps, log_every: steps of the run and its logging interval.
+    eval_rows: rows of each training set on which E1's learning curves are measured;
+        eval_seed: the seed of that fixed subsample.
+    order0_tol: how close T3's accuracy must be to the order-0 solution's when its control
+        is learned, for T3 to count as on the order-0 plateau.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"log_every": ">= 1"}
+    steps: int = 2000
+    log_every: int = 25
+    eval_rows: int = 1024
+    eval_seed: int = 1
+    order0_tol: float = 0.1
+
+
+@dataclass(frozen=True)
+class Transplants(SubConfig):
+    """The embedding transplants of E3 (``sec-emb-e3``).
+
+    early_step: the Adam steps of the small-init run whose embedding is E3's "early" arm;
+        also the step at which E1's pair cosines are read.
+    gamma_rest: the init rate of the rest of the network (the standard scale 0.5), so the
+        arms differ in their embedding only.
+    steps, log_every: steps of the E3 run and its logging interval.
+    eval_rows: training rows on which the training accuracy is measured.
+    final_points: the final accuracies are the mean of this many last logged points (the
+        curves are noisy on 200 test rows).
+    onset_acc: the training accuracy whose first step E3's table reports.
+    transplant_seed: seed s draws its permutation and random rows with seed
+        ``transplant_seed + s``.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"log_every": ">= 1"}
+    early_step: int = 100
+    gamma_rest: float = 0.5
+    steps: int = 2000
+    log_every: int = 25
+    eval_rows: int = 2048
+    final_points: int = 5
+    onset_acc: float = 0.5
+    transplant_seed: int = 100
+
+
+@dataclass(frozen=True)
+class Injection(SubConfig):
+    """Injecting synonym groups, E4 (``sec-emb-e4``).
+
+    steps, log_every: steps of the E4 run and its logging interval.
+    keep: the share of the (key, member) pairs of trained members that E4 trains on.
+    main_batch, aux_batch: downstream and auxiliary rows per step.
+    aux_weight: the weight of the auxiliary loss in the arms that have auxiliary data.
+    exact_tol: a signature alignment within this of 1 counts as identical signatures.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"log_every": ">= 1", "keep": "in (0, 1]"}
+    steps: int = 800
+    log_every: int = 10
+    keep: float = 0.5
+    main_batch: int = 64
+    aux_batch: int = 16
+    aux_weight: float = 1.0
+    exact_tol: float = 1e-12
+
+
+@dataclass(frozen=True)
+class Config(ChapterConfig):
+    """Chapter 6 at book scale.
+
     seeds: the seeds of the initial weights; the data are drawn once (``data_seed``).
     gamma: the small initialization rate (std = d_in^-gamma), 1: the regime in which the
         embeddings first move along their label signatures (Chapters 3-4).
@@ -96,81 +177,36 @@ class Config(ChapterConfig):
         d_in^-1/2, where the leading-order flow no longer describes the first steps
         (Chapter 2 checks the expansion at both rates).
     data_seed: the seed of every data draw (task splits, batch streams, synonym groups).
-    eval_seed: the seed of E1's fixed subsample of each training set.
     p: the modulus of the arithmetic twins (operands 0..p-1).
     t3_test_fraction: the share of T3's (key, magnitude) blocks held out.
     fit_acc: the training accuracy at which a task counts as learned (E1, E4).
-    e1_steps, e1_log_every: steps of the E1+E2 run and its logging interval.
-    e1_eval_rows: rows of each training set on which E1's learning curves are measured.
-    order0_tol: how close T3's accuracy must be to the order-0 solution's when its control
-        is learned, for T3 to count as on the order-0 plateau.
-    e3_early_step: the Adam steps of the small-init run whose embedding is E3's "early"
-        arm; also the step at which E1's pair cosines are read.
-    e3_gamma_rest: the init rate of the rest of the network in E3 (the standard scale
-        0.5), so the arms differ in their embedding only.
-    e3_steps, e3_log_every: steps of the E3 run and its logging interval.
-    e3_eval_rows: training rows on which E3's training accuracy is measured.
-    e3_final_points: E3's final accuracies are the mean of this many last logged points
-        (the curves are noisy on 200 test rows).
-    e3_onset_acc: the training accuracy whose first step E3's table reports.
-    transplant_seed: seed s of E3 draws its permutation and random rows with seed
-        ``transplant_seed + s``.
-    e4_steps, e4_log_every: steps of the E4 run and its logging interval.
-    e4_keep: the share of the (key, member) pairs of trained members that E4 trains on.
-    e4_main_batch, e4_aux_batch: downstream and auxiliary rows per step.
-    e4_aux_weight: the weight of the auxiliary loss in the arms that have auxiliary data.
-    exact_tol: a signature alignment within this of 1 counts as identical signatures.
+    model: the Emb-MLP and its Adam runs (:class:`Model`).
+    e1, e3, e4: the run of E1 and E2 (:class:`Twins`), the transplants of E3
+        (:class:`Transplants`) and the injection of E4 (:class:`Injection`).
     """
 
-    d_model: int = 64
-    d_hidden: int = 128
-    lr: float = 1e-2
-    batch_size: int = 128
     seeds: tuple[int, ...] = (0, 1, 2)
     gamma: float = 1.0
     gamma_large: float = 0.3
     data_seed: int = 0
-    eval_seed: int = 1
     p: int = 47
     t3_test_fraction: float = 0.2
     fit_acc: float = 0.95
-    e1_steps: int = 2000
-    e1_log_every: int = 25
-    e1_eval_rows: int = 1024
-    order0_tol: float = 0.1
-    e3_early_step: int = 100
-    e3_gamma_rest: float = 0.5
-    e3_steps: int = 2000
-    e3_log_every: int = 25
-    e3_eval_rows: int = 2048
-    e3_final_points: int = 5
-    e3_onset_acc: float = 0.5
-    transplant_seed: int = 100
-    e4_steps: int = 800
-    e4_log_every: int = 10
-    e4_keep: float = 0.5
-    e4_main_batch: int = 64
-    e4_aux_batch: int = 16
-    e4_aux_weight: float = 1.0
-    exact_tol: float = 1e-12
+    model: Model = Model()
+    e1: Twins = Twins()
+    e3: Transplants = Transplants()
+    e4: Injection = Injection()
 
 
 OVERRIDES = {
-    "ci": dict(seeds=(0, 1), e1_steps=1500, e3_steps=1000, e4_steps=400),
+    "ci": dict(seeds=(0, 1), e1=dict(steps=1500), e3=dict(steps=1000), e4=dict(steps=400)),
     "paper": dict(
-        d_model=128,
-        d_hidden=512,
-        lr=3e-3,
-        batch_size=512,
+        model=dict(d_model=128, d_hidden=512, lr=3e-3, batch_size=512),
         seeds=(0, 1, 2, 3, 4),
         p=97,
-        e1_steps=20000,
-        e1_log_every=50,
-        e3_steps=10000,
-        e3_early_step=200,
-        e4_steps=4000,
-        e4_main_batch=256,
-        e4_aux_batch=64,
+        e1=dict(steps=20000, log_every=50),
+        e3=dict(steps=10000, early_step=200),
+        e4=dict(steps=4000, main_batch=256, aux_batch=64),
     ),
 }
 

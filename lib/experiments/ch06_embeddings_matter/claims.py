@@ -58,10 +58,10 @@ def ledger(cfg, chapter: str, e1, ratio, plateau, pc_early, e2, r3, r4, helps, R
     claims.section("sec-emb-e1", label="recon")
     claims.check(
         "e1-T3-plateau",
-        f"when the control reaches 95%, T3 stands within {cfg.order0_tol:g} of the order-0 "
+        f"when the control reaches 95%, T3 stands within {cfg.e1.order0_tol:g} of the order-0 "
         "solution's accuracy (both inits)",
         values=list(plateau.at_ctrl.values()),
-        holds=[abs(a - plateau.order0_acc) < cfg.order0_tol for a in plateau.at_ctrl.values()],
+        holds=[abs(a - plateau.order0_acc) < cfg.e1.order0_tol for a in plateau.at_ctrl.values()],
     )
     # E1, not reproduced for arithmetic: under small init modular addition (order 1) reaches
     # 95% sooner than plain addition and the halved sum (order 0), on the seed mean.
@@ -217,7 +217,7 @@ def ledger(cfg, chapter: str, e1, ratio, plateau, pc_early, e2, r3, r4, helps, R
         values=[aux for aux, _ in r4.fit_steps.values()],
     )
     # The aux rows give the members of a group identical signatures; the shuffled rows do not.
-    identical = 1 - cfg.exact_tol
+    identical = 1 - cfg.e4.exact_tol
     claims.check(
         "e4-aux-identical",
         "counting: the auxiliary rows give the members of a group identical signatures",

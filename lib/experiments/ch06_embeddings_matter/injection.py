@@ -141,8 +141,8 @@ def e4_numbers(cfg, e4, r4: E4Reading, inits: dict) -> dict:
         | dict(n_train=len(e4.sg.train[0]))
     )
     out = {f"e4_{k}": v for k, v in out.items()}
-    keys = ("e4_steps", "e4_keep", "e4_main_batch", "e4_aux_batch")
-    return out | {key: getattr(cfg, key) for key in keys}
+    keys = ("steps", "keep", "main_batch", "aux_batch")
+    return out | {f"e4_{key}": getattr(cfg.e4, key) for key in keys}
 
 
 def every_seed(a, b) -> bool:

@@ -107,7 +107,7 @@ def e1_numbers(cfg, e1, ratio: dict, inits: dict) -> dict:
         ),
         p_labels=cfg.p,
         s95_halved_small_list=per_seed(e1.s95("halved sum", "small")),
-        e1_steps=cfg.e1_steps,
+        e1_steps=cfg.e1.steps,
     )
     return out
 
@@ -177,7 +177,7 @@ def early_pair_cosines(cfg, e1, inits: dict) -> tuple[dict, int]:
     """``{(task, init): per-seed mean cosine of the critical pairs' increments}`` at the
     first logged step from E3's early step on, and that step."""
     steps1 = e1.steps
-    early_k = int(np.searchsorted(steps1, cfg.e3_early_step))
+    early_k = int(np.searchsorted(steps1, cfg.e3.early_step))
     pc = e1.h["pair_cos"]
     pc_early = {
         (t, init): pc[early_k, e1.sweep.index(task=t, init=init)] for t in ORDER for init in inits

@@ -83,18 +83,18 @@ def run_e1(cfg, model, split: dict, device) -> E1Run:
     params1 = build(model, sw1["seed"], gamma=[INITS[i] for i in sw1["init"]], device=device)
     E0_1 = params1["E"].detach().clone()
     train_sets = [(split[t]["train"].X.to(device), split[t]["train"].y.to(device)) for t in TASKS]
-    stream = engine.instance_batches(train_sets, task_of, cfg.batch_size, seed=cfg.data_seed)
-    eval_train, eval_test = eval_sets(split, cfg.e1_eval_rows, cfg.eval_seed, device)
+    stream = engine.instance_batches(train_sets, task_of, cfg.model.batch_size, seed=cfg.data_seed)
+    eval_train, eval_test = eval_sets(split, cfg.e1.eval_rows, cfg.e1.eval_seed, device)
     # The collinearity check reads each instance's critical pairs: (K, V, V) masks.
     pair_mask = pair_masks(PAIRS, V, sw1["task"]).to(device)
     h1 = engine.train(
         model,
         params1,
         stream,
-        cfg.e1_steps,
+        cfg.e1.steps,
         optimizer="adam",
-        lr=cfg.lr,
-        log_at=list(range(0, cfg.e1_steps + 1, cfg.e1_log_every)),
+        lr=cfg.model.lr,
+        log_at=list(range(0, cfg.e1.steps + 1, cfg.e1.log_every)),
         callbacks={
             "train_acc": per_task_accuracy(model, eval_train, TASKS, task_of),
             "test_acc": per_task_accuracy(model, eval_test, TASKS, task_of),
@@ -134,24 +134,24 @@ def transplants(cfg, model, t1, device) -> Transplants:
     phi_c = sig.centre(
         sig.label_signature(Xr, yr, V, V)[inp], "marginal", sig.label_marginal(Xr, yr, V, V)
     )
-    pcs = ES.signature_pcs(phi_c, cfg.d_model)
+    pcs = ES.signature_pcs(phi_c, cfg.model.d_model)
     # A short small-init run gives the "early" embeddings (one per seed).
     p_early = build(model, seeds, gamma=cfg.gamma, device=device)
     engine.train(
         model,
         p_early,
         (Xr.to(device), yr.to(device)),
-        cfg.e3_early_step,
+        cfg.e3.early_step,
         optimizer="adam",
-        lr=cfg.lr,
-        batch_size=cfg.batch_size,
+        lr=cfg.model.lr,
+        batch_size=cfg.model.batch_size,
         log_at=[0],
         desc="E3 early",
     )
     norm = len(inp) ** 0.5  # rows of unit norm on average
     arm_E = {
         s: ES.transplant_embeddings(
-            p_early["E"][i, inp].detach().cpu(), pcs, norm, seed=cfg.transplant_seed + s
+            p_early["E"][i, inp].detach().cpu(), pcs, norm, seed=cfg.e3.transplant_seed + s
         )
         for i, s in enumerate(seeds)
     }
@@ -173,24 +173,24 @@ def run_e3(cfg, model, tp: Transplants, arms: list, device) -> E3Run:
     frozen embedding is one whose learning rate is 0."""
     Xr, yr, inp = tp.Xr, tp.yr, tp.inp
     sw3 = Sweep(frozen=[True, False], arm=arms, seed=list(cfg.seeds))
-    params3 = build(model, sw3["seed"], gamma=cfg.e3_gamma_rest, device=device)
+    params3 = build(model, sw3["seed"], gamma=cfg.e3.gamma_rest, device=device)
     with torch.no_grad():
         params3["E"].zero_()
         for k, (arm, s) in enumerate(zip(sw3["arm"], sw3["seed"], strict=True)):
             params3["E"][k, inp] = tp.arm_E[s][arm].to(params3["E"])
     E0_3 = params3["E"].detach().clone()
-    emb_lr = torch.tensor([0.0 if frozen else cfg.lr for frozen in sw3["frozen"]])
-    n_eval = cfg.e3_eval_rows
+    emb_lr = torch.tensor([0.0 if frozen else cfg.model.lr for frozen in sw3["frozen"]])
+    n_eval = cfg.e3.eval_rows
     h3 = engine.train(
         model,
         params3,
         (Xr.to(device), yr.to(device)),
-        cfg.e3_steps,
+        cfg.e3.steps,
         optimizer="adam",
-        lr=cfg.lr,
+        lr=cfg.model.lr,
         group_lr={"embedding": emb_lr},
-        batch_size=cfg.batch_size,
-        log_at=list(range(0, cfg.e3_steps + 1, cfg.e3_log_every)),
+        batch_size=cfg.model.batch_size,
+        log_at=list(range(0, cfg.e3.steps + 1, cfg.e3.log_every)),
         callbacks={
             "train_acc": engine.accuracy_callback(
                 model, Xr[:n_eval].to(device), yr[:n_eval].to(device)
@@ -222,7 +222,7 @@ def run_e4(cfg, arms: list, device) -> E4Run:
     """One batched run over (arm, init, seed) of the downstream task with auxiliary rows,
     logging the members' target-structure R and the accuracies on every split."""
     INITS = inits(cfg)
-    sg = tasks.synonym_groups(cfg.data_seed, keep=cfg.e4_keep)
+    sg = tasks.synonym_groups(cfg.data_seed, keep=cfg.e4.keep)
     V4, n_groups = sg.vocab_size, int(sg.group.max()) + 1
     target = torch.nn.functional.one_hot(sg.group, n_groups).double()  # cos(rows) = same group
     target_rows = target.new_zeros(V4, n_groups).index_copy(0, torch.tensor(sg.members), target)
@@ -230,13 +230,13 @@ def run_e4(cfg, arms: list, device) -> E4Run:
     aux_y = torch.stack(
         [sg.aux_y_shuffled if arm == "shuffled" else sg.aux_y for arm in sw4["arm"]]
     )
-    aux_w = [0.0 if arm == "none" else cfg.e4_aux_weight for arm in sw4["arm"]]
+    aux_w = [0.0 if arm == "none" else cfg.e4.aux_weight for arm in sw4["arm"]]
     main = (sg.train[0].to(device), sg.train[1].to(device))
-    batches = (cfg.e4_main_batch, cfg.e4_aux_batch)
+    batches = (cfg.e4.main_batch, cfg.e4.aux_batch)
     data4, loss4 = ES.mixture_stream(
         main, sg.aux_X.to(device), aux_y.to(device), aux_w, *batches, seed=cfg.data_seed
     )
-    model4 = EmbMLP(V4, cfg.d_model, cfg.d_hidden, V4)
+    model4 = EmbMLP(V4, cfg.model.d_model, cfg.model.d_hidden, V4)
     params4 = build(model4, sw4["seed"], gamma=[INITS[i] for i in sw4["init"]], device=device)
     beyond = (
         torch.cat([sg.unseen[0], sg.held_out[0]]),
@@ -246,11 +246,11 @@ def run_e4(cfg, arms: list, device) -> E4Run:
         model4,
         params4,
         data4,
-        cfg.e4_steps,
+        cfg.e4.steps,
         optimizer="adam",
-        lr=cfg.lr,
+        lr=cfg.model.lr,
         loss_fn=loss4,
-        log_at=list(range(0, cfg.e4_steps + 1, cfg.e4_log_every)),
+        log_at=list(range(0, cfg.e4.steps + 1, cfg.e4.log_every)),
         callbacks={
             "R": lambda step, P: M.r_cos(
                 P["E"], target_rows, tokens=sg.members, subtract_mean_row=False

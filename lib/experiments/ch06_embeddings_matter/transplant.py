@@ -72,9 +72,9 @@ def read_e3(cfg, e3, tp) -> E3Reading:
         for E in arm_E.values()
     )
     eff_rank = {arm: float(M.effective_rank(arm_E[seeds[0]][arm])) for arm in ARMS}
-    s50 = np.asarray(onsets.onset_step(h3.steps, h3["train_acc"], cfg.e3_onset_acc), dtype=float)
+    s50 = np.asarray(onsets.onset_step(h3.steps, h3["train_acc"], cfg.e3.onset_acc), dtype=float)
     # Final accuracies: the mean of the last logged points (the curves are noisy).
-    last = cfg.e3_final_points
+    last = cfg.e3.final_points
     tr3, te3 = h3["train_acc"][-last:].mean(0), h3["test_acc"][-last:].mean(0)
     # How far a trainable embedding moves from its transplant: |E(T) - E(0)| / |E(0)|.
     E0_3 = e3.E0
@@ -124,11 +124,11 @@ def e3_numbers(cfg, r3: E3Reading) -> dict:
     out = (
         dict(
             moved=float(r3.moved[r3.trainable].mean()),
-            early=cfg.e3_early_step,
-            gamma_rest=cfg.e3_gamma_rest,
+            early=cfg.e3.early_step,
+            gamma_rest=cfg.e3.gamma_rest,
             R_early=float(r3.R_early.mean()),
             spec_err=r3.spec_err,
-            final_points=cfg.e3_final_points,
+            final_points=cfg.e3.final_points,
         )
         | {f"{emb}_{arm}_train": float(a_tr) for (emb, arm), (a_tr, _) in e3_acc.items()}
         | {f"{emb}_{arm}_test": float(a_te) for (emb, arm), (_, a_te) in e3_acc.items()}
