@@ -1,14 +1,12 @@
 """Chapter 12's library: the selective task's readings, its arms and its identities."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 
 from lib.data import tasks
 from lib.experiments import ch12_attention_that_learns as ex
-from lib.experiments import config
+from lib.experiments import config, merge
 from lib.experiments import selective_escape as se
 from lib.measure import staircase as st
 from lib.measure import staircase_callbacks
@@ -18,8 +16,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _small(**kw):
-    small = dict(n_anchors=4, width=3, d_model=8, d_mlp=8, seeds=(0, 1), n_perm=3, n_logs=3)
-    return dataclasses.replace(config(ex, "ci"), **{**small, **kw})
+    small = dict(
+        task=dict(n_anchors=4, width=3),
+        d_model=8,
+        d_mlp=8,
+        seeds=(0, 1),
+        readings=dict(n_perm=3),
+        n_logs=3,
+    )
+    return merge(merge(config(ex, "ci"), small, "test"), kw, "test")
 
 
 def test_uniform_attention_gives_exactly_half_and_the_identities_hold():
@@ -54,7 +59,7 @@ def test_arm_callbacks_on_distinct_sequences_equal_the_full_task():
 
 
 def test_ratio_summary_counts_converged_instances_by_the_excess_loss():
-    cfg = _small(ratio_grid=(0.1, 1.0), ratio_seeds=(0, 1), ratio_steps=6)
+    cfg = _small(ratio=dict(grid=(0.1, 1.0), seeds=(0, 1), steps=6))
     data, layout, targets = ex.task(cfg)
     null = st.label_null(data, layout, 3, targets=st.selective_targets)
     h, sw, floor = ex.train_ratios(
@@ -68,7 +73,7 @@ def test_ratio_summary_counts_converged_instances_by_the_excess_loss():
 
 
 def test_order_blind_and_sham_labels_carry_no_order():
-    cfg = _small(n_anchors=6)
+    cfg = _small(task=dict(n_anchors=6))
     data, layout, _ = ex.task(cfg)
     X, P_task = tasks.label_distributions(data)
     swap = {tuple(x.tolist()): i for i, x in enumerate(X)}
@@ -88,7 +93,7 @@ def test_order_blind_and_sham_labels_carry_no_order():
 
 
 def test_train_arms_runs_every_arm_from_the_seeds_inits():
-    cfg = _small(n_sham=1, frozen_gammas=(0.5,))
+    cfg = _small(arms=dict(n_sham=1, frozen_gammas=(0.5,)))
     arms = se.fast_arms(cfg)
     assert [a.name for a in arms] == [
         "learned",

@@ -11,7 +11,7 @@ from lib.experiments import ch12_attention_that_learns as ex
 from lib.experiments import selective_trap as tr
 from lib.training import engine, models
 
-CFG = ex.Config(n_anchors=4, width=3, d_model=8, d_mlp=8)
+CFG = ex.Config(task=ex.Task(n_anchors=4, width=3), d_model=8, d_mlp=8)
 
 
 def test_trapped_flag_is_a_bit_that_stopped_partway():
@@ -60,7 +60,9 @@ def test_sweep_shapes_and_masking_equals_separate_runs():
     assert res["cell"].tolist() == [0, 0, 1, 1] and res["seed"].tolist() == [0, 1, 0, 1]
     assert res["history"]["bit1"].shape[1:] == (K,) and list(res["snapshots"]) == [3]
     # Each instance alone, on its own sequences only (same task, same init).
-    data, layout, _ = ex.task(dataclasses.replace(CFG, n_keys=2))
+    data, layout, _ = ex.task(
+        dataclasses.replace(CFG, task=dataclasses.replace(CFG.task, n_keys=2))
+    )
     X, P = tasks.label_distributions(data)
     mdl = ex.model(CFG, data)
     for k in range(K):
@@ -76,4 +78,4 @@ def test_sweep_shapes_and_masking_equals_separate_runs():
     f = tr.trap_forces(res["model"], res["params"], res["X"], res["P"], res["layout"])
     assert f["force_total"].shape == (K, 3)
     assert np.allclose(f["force_total"].sum(1), 0, atol=1e-9)
-    assert f["anchor_key"].shape == (K, CFG.n_anchors)
+    assert f["anchor_key"].shape == (K, CFG.task.n_anchors)

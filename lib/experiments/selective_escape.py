@@ -3,14 +3,14 @@ moves *because of the rule*.
 
 Two batched runs, one instance per (arm, seed), every arm of a seed from that seed's init:
 
-* the **fast run** (``cfg.fast_steps``): learned query-key weights on the task; the same
-  on the *order-blind* task, where both gate orders of a sequence carry one label (the
-  bit is a function of the anchor alone, so attention has nothing to find); the same on
-  ``cfg.n_sham`` *sham* tasks, each an order-blind task with the bit flipped on a random
-  half of the anchors (the null of the paired reading); and query-key weights frozen at
-  a standard-scale draw, ``gamma_qk`` in ``cfg.frozen_gammas``, on the task; and query-key
-  weights zero and frozen (exactly uniform attention), on the task;
-* the **slow run** (``cfg.slow_steps``): query-key weights frozen at the small init, on
+* the **fast run** (``cfg.arms.fast_steps``): learned query-key weights on the task; the
+  same on the *order-blind* task, where both gate orders of a sequence carry one label
+  (the bit is a function of the anchor alone, so attention has nothing to find); the same
+  on ``cfg.arms.n_sham`` *sham* tasks, each an order-blind task with the bit flipped on a
+  random half of the anchors (the null of the paired reading); and query-key weights
+  frozen at a standard-scale draw, ``gamma_qk`` in ``cfg.arms.frozen_gammas``, on the
+  task; and query-key weights zero and frozen (exactly uniform attention), on the task;
+* the **slow run** (``cfg.arms.slow_steps``): query-key weights frozen at the small init, on
   the task, to a horizon long enough for it to escape.
 
 An arm is a learning rate and an init scale of the query-key group, and a target per
@@ -47,9 +47,9 @@ class Arm(NamedTuple):
 
 
 def fast_arms(cfg) -> list[Arm]:
-    shams = [Arm(f"sham{j}", cfg.gamma, True, f"sham{j}") for j in range(cfg.n_sham)]
-    frozen = [Arm(f"frozen {gq:g}", gq, False, "task") for gq in cfg.frozen_gammas]
-    matched = Arm(f"learned {cfg.matched_gamma:g}", cfg.matched_gamma, True, "task")
+    shams = [Arm(f"sham{j}", cfg.gamma, True, f"sham{j}") for j in range(cfg.arms.n_sham)]
+    frozen = [Arm(f"frozen {gq:g}", gq, False, "task") for gq in cfg.arms.frozen_gammas]
+    matched = Arm(f"learned {cfg.arms.matched_gamma:g}", cfg.arms.matched_gamma, True, "task")
     return [Arm(LEARNED, cfg.gamma, True, "task"), Arm(BLIND, cfg.gamma, True, "blind"),
             *shams, *frozen, matched, Arm(UNIFORM, None, False, "task")]  # fmt: skip
 
@@ -72,13 +72,13 @@ def targets_of(cfg, data, layout, labels: str) -> torch.Tensor:
     sham ``j`` (that, with the bit flipped on a seeded random half of the anchors)."""
     if labels == "task":
         return tasks.label_distributions(data)[1]
-    parity = torch.where(torch.arange(1, cfg.n_anchors + 1) % 2 == 1, 1, -1)
+    parity = torch.where(torch.arange(1, cfg.task.n_anchors + 1) % 2 == 1, 1, -1)
     if labels == BLIND:
         sign = parity
     elif labels.startswith("sham"):
-        gen = torch.Generator().manual_seed(cfg.sham_seed + int(labels[4:]))
-        flip = torch.ones(cfg.n_anchors, dtype=torch.long)
-        flip[torch.randperm(cfg.n_anchors, generator=gen)[: cfg.n_anchors // 2]] = -1
+        gen = torch.Generator().manual_seed(cfg.arms.sham_seed + int(labels[4:]))
+        flip = torch.ones(cfg.task.n_anchors, dtype=torch.long)
+        flip[torch.randperm(cfg.task.n_anchors, generator=gen)[: cfg.task.n_anchors // 2]] = -1
         sign = parity * flip
     else:
         raise ValueError(f"unknown labels {labels!r}: use task, blind or sham<j>")
@@ -136,7 +136,11 @@ def train_arms(cfg, arms, steps: int, device="cpu", null=None, desc="arms"):
         log_at=engine.log_grid(steps, cfg.n_logs), callbacks=callbacks,
         loss_fn=engine.soft_cross_entropy, desc=desc,
     )  # fmt: skip
-    floor = {o: floor_of(h[f"null{o}"], cfg.null_q) for o in (0, 1)} if null is not None else {}
+    floor = (
+        {o: floor_of(h[f"null{o}"], cfg.readings.null_q) for o in (0, 1)}
+        if null is not None
+        else {}
+    )
     return Run(h, list(arms), tuple(cfg.seeds), floor), params
 
 
@@ -168,7 +172,7 @@ def paired_event(run: Run, level: float):
     paired = c(LEARNED) - c(BLIND)
     shams = [a.name for a in run.arms if a.labels.startswith("sham")]
     if not shams:
-        raise ValueError("the paired reading needs sham arms for its null (cfg.n_sham >= 1)")
+        raise ValueError("the paired reading needs sham arms for its null (cfg.arms.n_sham >= 1)")
     null = np.stack([c(s) - c(BLIND) for s in shams], 1)
     later = run.history.steps >= 1
     peaks = np.abs(null[later]).max(0).ravel()
@@ -224,7 +228,9 @@ def parity_probe(E_anchors, parity, folds: int, ridge: float, n_perm: int, seed:
 def arm_medians(times: dict, horizons: dict, cfg) -> dict:
     """Per arm, the Kaplan-Meier median escape with its seed-bootstrap interval."""
     return {
-        name: survival.median_interval(t, horizons[name], cfg.n_boot, seed=cfg.boot_seed)
+        name: survival.median_interval(
+            t, horizons[name], cfg.readings.n_boot, seed=cfg.readings.boot_seed
+        )
         for name, t in times.items()
     }
 
@@ -235,32 +241,32 @@ def read_escape(cfg, fast: Run, slow: Run) -> dict:
     Returns ``times`` and ``horizons`` per arm (escape steps, ``inf``: censored at the
     horizon), ``median`` per arm (:class:`lib.measure.survival.Estimate`), ``speedup`` per
     frozen arm (its median over the learned arm's, paired over seeds), ``matched`` (the
-    frozen arm over the learned arm at the same query-key init, ``cfg.matched_gamma``),
-    ``strict`` (the small-init speed-up with the escape read at ``cfg.trap_frac`` instead
-    of ``cfg.escape_frac``), ``trapped`` per arm (per seed, :func:`trapped`) and
-    ``escaped`` per arm (per seed, finite time)."""
+    frozen arm over the learned arm at the same query-key init,
+    ``cfg.arms.matched_gamma``), ``strict`` (the small-init speed-up with the escape read at
+    ``cfg.readings.trap_frac`` instead of ``cfg.readings.escape_frac``), ``trapped`` per arm
+    (per seed, :func:`trapped`) and ``escaped`` per arm (per seed, finite time)."""
     on_task = [a.name for a in fast.arms if a.labels == "task"]
-    times = {n: escapes(fast, n, cfg.escape_frac) for n in on_task}
-    horizons = dict.fromkeys(on_task, float(cfg.fast_steps))
+    times = {n: escapes(fast, n, cfg.readings.escape_frac) for n in on_task}
+    horizons = dict.fromkeys(on_task, float(cfg.arms.fast_steps))
     for a in slow.arms:
-        times[a.name] = escapes(slow, a.name, cfg.escape_frac)
-        horizons[a.name] = float(cfg.slow_steps)
+        times[a.name] = escapes(slow, a.name, cfg.readings.escape_frac)
+        horizons[a.name] = float(cfg.arms.slow_steps)
     frozen = [n for n in times if n.startswith("frozen")]
-    boot = dict(n_boot=cfg.n_boot, seed=cfg.boot_seed)
+    boot = dict(n_boot=cfg.readings.n_boot, seed=cfg.readings.boot_seed)
     runs = {**{n: fast for n in on_task}, **{a.name: slow for a in slow.arms}}
     ratio = lambda a, b, t=times: survival.ratio_interval(
         t[a], t[b], (horizons[a], horizons[b]), **boot
     )
-    matched = f"learned {cfg.matched_gamma:g}"
-    strict = {n: escapes(runs[n], n, cfg.trap_frac) for n in (LEARNED, "frozen")}
+    matched = f"learned {cfg.arms.matched_gamma:g}"
+    strict = {n: escapes(runs[n], n, cfg.readings.trap_frac) for n in (LEARNED, "frozen")}
     return dict(
         times=times,
         horizons=horizons,
         median={n: survival.median_interval(t, horizons[n], **boot) for n, t in times.items()},
         speedup={n: ratio(n, LEARNED) for n in frozen},
-        matched=ratio(f"frozen {cfg.matched_gamma:g}", matched),
+        matched=ratio(f"frozen {cfg.arms.matched_gamma:g}", matched),
         strict=ratio("frozen", LEARNED, strict),
-        trapped={n: trapped(runs[n], n, cfg.trap_frac) for n in times},
+        trapped={n: trapped(runs[n], n, cfg.readings.trap_frac) for n in times},
         escaped={n: np.isfinite(t) for n, t in times.items()},
     )
 
@@ -268,21 +274,23 @@ def read_escape(cfg, fast: Run, slow: Run) -> dict:
 def read_order(cfg, fast: Run) -> dict:
     """Which comes first, per seed of the learned arm: the rule-specific attention event
     (:func:`paired_event`), the order-1 onset (:func:`order1_onsets`), the escape; and the
-    first step at which the gate contrast reaches ``cfg.delta`` on the task and on the
-    order-blind control (how soon attention leaves uniform with nothing to find). Each
+    first step at which the gate contrast reaches ``cfg.readings.delta`` on the task and on
+    the order-blind control (how soon attention leaves uniform with nothing to find). Each
     pair compared by :func:`lib.measure.survival.sign_test` over seeds."""
-    event, floor, paired, null = paired_event(fast, 1 - cfg.pair_q)
+    event, floor, paired, null = paired_event(fast, 1 - cfg.readings.pair_q)
     later = fast.history.steps >= 1
     leave = lambda n: ex.first_step(
-        fast.history.steps[later], fast.of(n, "contrast")[later], cfg.delta
+        fast.history.steps[later], fast.of(n, "contrast")[later], cfg.readings.delta
     )
     out = dict(
         event=event, floor=floor, paired=paired, null=null, onset1=order1_onsets(fast),
-        escape=escapes(fast, LEARNED, cfg.escape_frac), leave=leave(LEARNED),
+        escape=escapes(fast, LEARNED, cfg.readings.escape_frac), leave=leave(LEARNED),
         leave_blind=leave(BLIND),
     )  # fmt: skip
     shams = [a.name for a in fast.arms if a.labels.startswith("sham")]
-    out["sham_fires"] = held_out_fires(fast, shams, 1 - cfg.pair_q) if len(shams) > 1 else np.nan
+    out["sham_fires"] = (
+        held_out_fires(fast, shams, 1 - cfg.readings.pair_q) if len(shams) > 1 else np.nan
+    )
     out["tests"] = {
         "event-onset1": survival.sign_test(out["event"], out["onset1"]),
         "event-escape": survival.sign_test(out["event"], out["escape"]),
@@ -302,8 +310,14 @@ def read_probe(cfg, layout, groups: dict) -> dict:
     parity = np.where(np.asarray(anchors) % 2 == 1, 1.0, -1.0)
     rows = {n: np.asarray(E.detach().cpu(), dtype=float)[:, anchors] for n, E in groups.items()}
     rows = {n: r for n, r in rows.items() if len(r)}
-    acc, null = parity_probe(np.concatenate(list(rows.values())), parity, cfg.n_folds,
-                             cfg.ridge_factor, cfg.n_probe_perm, seed=cfg.boot_seed)  # fmt: skip
+    acc, null = parity_probe(
+        np.concatenate(list(rows.values())),
+        parity,
+        cfg.probe.n_folds,
+        cfg.probe.ridge_factor,
+        cfg.probe.n_perm,
+        seed=cfg.readings.boot_seed,
+    )
     split = np.cumsum([len(r) for r in rows.values()])[:-1]
     per = dict(zip(rows, np.split(acc, split), strict=True))
     null_medians = np.stack([np.median(part, 1) for part in np.split(null, split, axis=1)], 1)

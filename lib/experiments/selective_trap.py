@@ -150,7 +150,8 @@ def trap_sweep(
         if set(c) != set(CELL_KEYS):
             raise ValueError(f"a cell needs exactly {CELL_KEYS}, got {sorted(c)}")
     seeds = [int(s) for s in seeds]
-    cfg = dataclasses.replace(cfg, n_keys=max(int(c["n_keys"]) for c in cells))
+    task = dataclasses.replace(cfg.task, n_keys=max(int(c["n_keys"]) for c in cells))
+    cfg = dataclasses.replace(cfg, task=task)
     data, layout, _ = ex.task(cfg)
     X, P = tasks.label_distributions(data)
     mdl = ex.model(cfg, data)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import ChapterConfig
+from .. import ChapterConfig, SubConfig
 from .claims import ledger
 from .figures import fig_escape
 from .model import (
@@ -123,23 +123,25 @@ CHAPTER = "12_attention_that_learns"
 
 
 @dataclass(frozen=True)
-class Config(ChapterConfig):
-    """Chapter 12 at book scale.
+class Task(SubConfig):
+    """The task (:func:`lib.data.tasks.selective_parity_bits`).
 
-    The task (:func:`lib.data.tasks.selective_parity_bits`):
     n_keys: distractor keys (in no label); one gives attention a position that carries
         nothing.
     n_anchors, width: the anchors and the enumerated label offset u = 0..width-1: wide
         enough that the anchors' label boxes overlap, so that a parity code in the
         embeddings can show in R1 at all.
+    """
 
-    The model (``Transformer(ov="identity", readout_sees_self=False)``): one layer, one head,
-    a ReLU MLP, learned positions, no value or output weights, the anchor's row attending to
-    the three context positions only. d_model, d_mlp: its widths. gamma: the init rate (small
-    init); lr: full-batch Adam's learning rate of every weight.
+    n_keys: int = 1
+    n_anchors: int = 24
+    width: int = 24
 
-    The arms (:mod:`lib.experiments.selective_escape`), one instance per (arm, seed):
-    seeds: the seeds of every arm.
+
+@dataclass(frozen=True)
+class Arms(SubConfig):
+    """The arms (:mod:`lib.experiments.selective_escape`), one instance per (arm, seed).
+
     fast_steps: the horizon of the learned, order-blind, sham, standard-scale frozen and
         uniform arms; slow_steps: the horizon of the arm frozen at the small init.
     frozen_gammas: the query-key init rates of the frozen standard-scale arms.
@@ -147,8 +149,22 @@ class Config(ChapterConfig):
         frozen arm (learning against not learning at one init).
     n_sham, sham_seed: the sham tasks (order-blind, the bit flipped on a random half of the
         anchors) whose paired readings make the null of the attention event.
-    pair_q: the quantile of that null (one minus its family-wise level).
-    n_logs: log-spaced and evenly spaced logging steps (:func:`lib.training.engine.log_grid`).
+    """
+
+    fast_steps: int = 1500
+    slow_steps: int = 6000
+    frozen_gammas: tuple[float, ...] = (0.5, 0.75)
+    matched_gamma: float = 0.5
+    n_sham: int = 4
+    sham_seed: int = 1000
+
+
+@dataclass(frozen=True)
+class Readings(SubConfig):
+    """The nulls, the event thresholds and the findings' thresholds.
+
+    pair_q: the quantile of the sham arms' null of the attention event (one minus its
+        family-wise level).
     n_perm, null_q: the label permutations of the order-1 floor and their quantile.
     delta: the gate contrast mean |A_2 - A_1| at which attention counts as having moved.
     escape_frac: the bit escapes when its sign-bit loss falls below escape_frac * ln 2.
@@ -159,34 +175,10 @@ class Config(ChapterConfig):
     escape_min: the finding's threshold: the whole exact interval of the share of seeds of
         the small-init frozen arm that escape by slow_steps lies above it.
     n_boot, boot_seed: the seed bootstrap of medians and ratios.
-    n_folds, ridge_factor, n_probe_perm: the held-out parity probe
-        (:func:`lib.experiments.selective_escape.parity_probe`).
-    ratio_grid, ratio_seeds, ratio_steps: the QK/OV rate-ratio sweep (eta_QK = r * lr),
-        factorized and collapsed QK, one batched run each, one instance per (r, seed).
-    conv_frac: Chapter 9's convergence rule on this task: converged when the final loss
-        exceeds the task's floor ln(width) by less than conv_frac * ln 2.
-    trap_seeds, trap_steps, trap_gammas, trap_keys, trap_step: the trap sweep
-        (:func:`lib.experiments.selective_trap.trap_sweep`), one batched run: the query-key
-        init rates and numbers of keys around the main arm's, and the step at which the
-        anchors' lock on the key is read.
     """
 
-    n_keys: int = 1
-    n_anchors: int = 24
-    width: int = 24
-    d_model: int = 32
-    d_mlp: int = 32
-    gamma: float = 1.0
-    lr: float = 1e-2
-    seeds: tuple[int, ...] = tuple(range(30))
-    fast_steps: int = 1500
-    slow_steps: int = 6000
-    frozen_gammas: tuple[float, ...] = (0.5, 0.75)
-    matched_gamma: float = 0.5
-    n_sham: int = 4
-    sham_seed: int = 1000
+    RANGES: ClassVar[dict[str, str]] = {"speedup_min": ">= 1"}
     pair_q: float = 0.99
-    n_logs: int = 60
     n_perm: int = 100
     null_q: float = 0.95
     delta: float = 0.1
@@ -196,35 +188,98 @@ class Config(ChapterConfig):
     escape_min: float = 0.5
     n_boot: int = 999
     boot_seed: int = 0
+
+
+@dataclass(frozen=True)
+class Probe(SubConfig):
+    """The held-out parity probe (:func:`lib.experiments.selective_escape.parity_probe`).
+
+    n_folds: its folds; ridge_factor: its ridge; n_perm: the parity permutations of its null.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"n_folds": ">= 2"}
     n_folds: int = 4
     ridge_factor: float = 10.0
-    n_probe_perm: int = 200
-    ratio_grid: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
-    ratio_seeds: tuple[int, ...] = tuple(range(10))
-    ratio_steps: int = 1200
-    conv_frac: float = 0.1
-    trap_seeds: tuple[int, ...] = tuple(range(10))
-    trap_steps: int = 1000
-    trap_gammas: tuple[float, ...] = (0.5, 0.75, 1.25)
-    trap_keys: tuple[int, ...] = (2, 4)
-    trap_step: int = 25
+    n_perm: int = 200
 
-    RANGES: ClassVar[dict[str, str]] = {"speedup_min": ">= 1", "n_folds": ">= 2"}
+
+@dataclass(frozen=True)
+class RatioSweep(SubConfig):
+    """The QK/OV rate-ratio sweep (eta_QK = r * lr), factorized and collapsed QK, one
+    batched run each, one instance per (r, seed).
+
+    grid, seeds, steps: the ratios r, the seeds and the run's length.
+    conv_frac: Chapter 9's convergence rule on this task: converged when the final loss
+        exceeds the task's floor ln(width) by less than conv_frac * ln 2.
+    """
+
+    RANGES: ClassVar[dict[str, str]] = {"grid": "> 0"}
+    grid: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
+    seeds: tuple[int, ...] = tuple(range(10))
+    steps: int = 1200
+    conv_frac: float = 0.1
+
+
+@dataclass(frozen=True)
+class TrapSweep(SubConfig):
+    """The trap sweep (:func:`lib.experiments.selective_trap.trap_sweep`), one batched run.
+
+    seeds, steps: its seeds and its length.
+    gammas, keys: the query-key init rates and numbers of keys around the main arm's.
+    lock_step: the step at which the anchors' lock on the key is read.
+    """
+
+    seeds: tuple[int, ...] = tuple(range(10))
+    steps: int = 1000
+    gammas: tuple[float, ...] = (0.5, 0.75, 1.25)
+    keys: tuple[int, ...] = (2, 4)
+    lock_step: int = 25
+
+
+@dataclass(frozen=True)
+class Config(ChapterConfig):
+    """Chapter 12 at book scale.
+
+    The model (``Transformer(ov="identity", readout_sees_self=False)``): one layer, one head,
+    a ReLU MLP, learned positions, no value or output weights, the anchor's row attending to
+    the three context positions only. d_model, d_mlp: its widths. gamma: the init rate (small
+    init); lr: full-batch Adam's learning rate of every weight.
+
+    seeds: the seeds of every arm.
+    n_logs: log-spaced and evenly spaced logging steps (:func:`lib.training.engine.log_grid`)
+        of every run.
+    task: the task (:class:`Task`); arms: the arms and their horizons (:class:`Arms`);
+    readings: the nulls and thresholds of the readings (:class:`Readings`); probe: the
+    held-out parity probe (:class:`Probe`); ratio: the QK/OV rate-ratio sweep
+    (:class:`RatioSweep`); trap: the trap sweep (:class:`TrapSweep`).
+    """
+
+    d_model: int = 32
+    d_mlp: int = 32
+    gamma: float = 1.0
+    lr: float = 1e-2
+    seeds: tuple[int, ...] = tuple(range(30))
+    n_logs: int = 60
+    task: Task = Task()
+    arms: Arms = Arms()
+    readings: Readings = Readings()
+    probe: Probe = Probe()
+    ratio: RatioSweep = RatioSweep()
+    trap: TrapSweep = TrapSweep()
 
 
 OVERRIDES = {
     "ci": dict(
         seeds=tuple(range(8)),
-        n_perm=50,
-        n_boot=499,
-        n_probe_perm=100,
-        ratio_seeds=(0, 1, 2),
-        trap_seeds=(0, 1, 2),
+        readings=dict(n_perm=50, n_boot=499),
+        probe=dict(n_perm=100),
+        ratio=dict(seeds=(0, 1, 2)),
+        trap=dict(seeds=(0, 1, 2)),
     ),
     "paper": dict(
         seeds=tuple(range(100)),
-        slow_steps=10000,
-        ratio_seeds=tuple(range(30)),
-        trap_seeds=tuple(range(30)),
-    ),  # fmt: skip
+        arms=dict(slow_steps=10000),
+        ratio=dict(seeds=tuple(range(30))),
+        trap=dict(seeds=tuple(range(30))),
+    ),
 }

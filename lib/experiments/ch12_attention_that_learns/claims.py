@@ -56,8 +56,8 @@ def ledger(
         "sel-speedup",
         "learned QK escapes faster than QK frozen at the same small init: "
         "the ratio of median escapes (frozen over learned) has its whole seed-bootstrap "
-        f"interval above {cfg.speedup_min:g} (threshold fixed before the runs)",
-        holds=bool(sf.lo >= cfg.speedup_min),
+        f"interval above {cfg.readings.speedup_min:g} (threshold fixed before the runs)",
+        holds=bool(sf.lo >= cfg.readings.speedup_min),
         values=list(sf.interval()),
         unit="ratio, lo, hi",
         tier="finding",
@@ -65,9 +65,10 @@ def ledger(
     claims.rate(
         "sel-frozen-escapes",
         f"QK frozen at the small init escapes by step "
-        f"{cfg.slow_steps}: the share of seeds that escape is at least {cfg.escape_min:g}",
+        f"{cfg.arms.slow_steps}: the share of seeds that escape is at least "
+        f"{cfg.readings.escape_min:g}",
         holds=esc["escaped"]["frozen"],
-        threshold=cfg.escape_min,
+        threshold=cfg.readings.escape_min,
         tier="finding",
     )
 
@@ -92,10 +93,10 @@ def ledger(
     )
     claims.check(
         "sel-speedup-strict",
-        f"read at the strict level (bit loss below {cfg.trap_frac:g} "
-        f"ln 2), the small-init speed-up's interval still lies above {cfg.speedup_min:g} "
+        f"read at the strict level (bit loss below {cfg.readings.trap_frac:g} "
+        f"ln 2), the small-init speed-up's interval still lies above {cfg.readings.speedup_min:g} "
         "(measured: the ratio)",
-        holds=bool(esc["strict"].lo >= cfg.speedup_min),
+        holds=bool(esc["strict"].lo >= cfg.readings.speedup_min),
         values=list(esc["strict"].interval()),
         verdict="as measured",
     )

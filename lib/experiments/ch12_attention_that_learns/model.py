@@ -19,7 +19,7 @@ KEY, OTHER, GATE = 0, 1, 2
 
 def task(cfg: ChapterConfig):
     """The selective task, its layout and its order-0/1 targets on the anchors."""
-    data, layout = tasks.selective_parity_bits(cfg.n_keys, cfg.n_anchors, cfg.width)
+    data, layout = tasks.selective_parity_bits(cfg.task.n_keys, cfg.task.n_anchors, cfg.task.width)
     return data, layout, st.selective_targets(data, layout)
 
 

@@ -19,7 +19,7 @@ from .readings import rate
 
 def ratio_sweep(cfg: ChapterConfig) -> Sweep:
     """The (r, seed) grid of one ratio run."""
-    return Sweep(r=list(cfg.ratio_grid), seed=list(cfg.ratio_seeds))
+    return Sweep(r=list(cfg.ratio.grid), seed=list(cfg.ratio.seeds))
 
 
 def train_ratios(cfg: ChapterConfig, mdl, data, layout, targets, null, device, desc: str):
@@ -32,13 +32,13 @@ def train_ratios(cfg: ChapterConfig, mdl, data, layout, targets, null, device, d
     X, P = (t.to(device) for t in tasks.label_distributions(data))
     params = models.build(mdl, sw["seed"], gamma=cfg.gamma, device=device)
     h = engine.train(
-        mdl, params, (X, P), cfg.ratio_steps, optimizer="adam", lr=cfg.lr,
+        mdl, params, (X, P), cfg.ratio.steps, optimizer="adam", lr=cfg.lr,
         group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(cfg.ratio_steps, cfg.n_logs),
+        log_at=engine.log_grid(cfg.ratio.steps, cfg.n_logs),
         callbacks=arm_callbacks(mdl, X, P, layout, targets, params["E"], null=null),
         loss_fn=engine.soft_cross_entropy, desc=desc,
     )  # fmt: skip
-    floor = {o: floor_of(h[f"null{o}"], cfg.null_q) for o in targets.orders}
+    floor = {o: floor_of(h[f"null{o}"], cfg.readings.null_q) for o in targets.orders}
     return h, sw, floor
 
 
@@ -46,20 +46,20 @@ def ratio_summary(h, sw: Sweep, floor: dict, cfg: ChapterConfig) -> dict:
     """Per instance of a ratio run, as (r, seed) arrays: ``converged`` and ``counted``
     (Chapter 9's rule on the excess loss), ``trapped`` (the bit not learned at the
     horizon), the order-1 onset (from step 1), the bit's escape, and ``leave``, the first
-    step at which the gate contrast reaches ``cfg.delta``."""
+    step at which the gate contrast reaches ``cfg.readings.delta``."""
     later = h.steps >= 1
     steps = h.steps[later]
     on1 = onsets.stair_onsets(steps, h["R1"][later], floor[1])
-    conv = excess_loss(h["loss_all"][-1], cfg.width) < cfg.conv_frac * np.log(2)
+    conv = excess_loss(h["loss_all"][-1], cfg.task.width) < cfg.ratio.conv_frac * np.log(2)
     conv_rs = conv.reshape(sw.shape)
     shape = lambda v: np.asarray(v, dtype=float).reshape(sw.shape)
     return dict(
         converged=conv_rs,
         counted=conv_rs & (conv_rs.mean(1) > 0.5)[:, None],
-        trapped=trapped_flag(h.steps, h["bit1"], cfg.trap_frac).reshape(sw.shape),
+        trapped=trapped_flag(h.steps, h["bit1"], cfg.readings.trap_frac).reshape(sw.shape),
         onset1=shape(on1),
-        escape=shape(onsets.escape_steps(h.steps, h["bit1"], cfg.escape_frac)),
-        leave=shape(first_step(steps, h["contrast"][later], cfg.delta)),
+        escape=shape(onsets.escape_steps(h.steps, h["bit1"], cfg.readings.escape_frac)),
+        leave=shape(first_step(steps, h["contrast"][later], cfg.readings.delta)),
     )
 
 
@@ -89,10 +89,10 @@ def run_ratios(cfg: ChapterConfig, data, layout, targets, null, device) -> dict:
 def ratio_settings(cfg: ChapterConfig) -> dict:
     """The ratio sweep's rates, convergence level and horizon, and the trap sweep's most keys."""
     return dict(
-        ratio_words=listing(cfg.ratio_grid, noun=""),
-        conv_frac=cfg.conv_frac,
-        ratio_steps=cfg.ratio_steps,
-        max_keys=max(cfg.trap_keys),
+        ratio_words=listing(cfg.ratio.grid, noun=""),
+        conv_frac=cfg.ratio.conv_frac,
+        ratio_steps=cfg.ratio.steps,
+        max_keys=max(cfg.trap.keys),
     )
 
 
@@ -102,7 +102,7 @@ def ratio_rows(cfg: ChapterConfig, ratio: dict) -> list[dict]:
     med = lambda v, ok: float(np.median(v[ok])) if ok.any() else np.nan
     rows = []
     for qk, s in ratio.items():
-        for i, r_ in enumerate(cfg.ratio_grid):
+        for i, r_ in enumerate(cfg.ratio.grid):
             c = s["counted"][i]
             rows.append(
                 {
@@ -119,7 +119,7 @@ def ratio_rows(cfg: ChapterConfig, ratio: dict) -> list[dict]:
 
 def ratio_indices(cfg: ChapterConfig) -> tuple[int, int]:
     """The slowest rate's index and that of r = 1 (the rate nearest it)."""
-    return int(np.argmin(cfg.ratio_grid)), int(np.argmin(np.abs(np.log(cfg.ratio_grid))))
+    return int(np.argmin(cfg.ratio.grid)), int(np.argmin(np.abs(np.log(cfg.ratio.grid))))
 
 
 def ratio_numbers(cfg: ChapterConfig, ratio: dict) -> dict:
@@ -131,10 +131,10 @@ def ratio_numbers(cfg: ChapterConfig, ratio: dict) -> dict:
     sw = ratio_sweep(cfg)
     race = {i: attention_before_gates(fac["history"], sw, i) for i in (slow_i, base_i)}
     return dict(
-        r_slow=cfg.ratio_grid[slow_i],
-        r_base=cfg.ratio_grid[base_i],
-        trapped_slow=share(fac["trapped"][slow_i].sum(), len(cfg.ratio_seeds)),
-        trapped_base=share(fac["trapped"][base_i].sum(), len(cfg.ratio_seeds)),
+        r_slow=cfg.ratio.grid[slow_i],
+        r_base=cfg.ratio.grid[base_i],
+        trapped_slow=share(fac["trapped"][slow_i].sum(), len(cfg.ratio.seeds)),
+        trapped_base=share(fac["trapped"][base_i].sum(), len(cfg.ratio.seeds)),
         grow_slow=float(np.median(race[slow_i][0])),
         grow_base=float(np.median(race[base_i][0])),
         keymax_slow=float(np.median(race[slow_i][1])),

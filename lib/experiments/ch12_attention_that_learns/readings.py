@@ -41,12 +41,14 @@ def rate(hits) -> tuple[float, float, float]:
 
 def setup_numbers(cfg: ChapterConfig) -> dict:
     """The seeds and horizons of the arms."""
-    return dict(n_seeds=len(cfg.seeds), slow_steps=cfg.slow_steps, fast_steps=cfg.fast_steps)
+    return dict(
+        n_seeds=len(cfg.seeds), slow_steps=cfg.arms.slow_steps, fast_steps=cfg.arms.fast_steps
+    )
 
 
 def task_numbers(cfg: ChapterConfig, data, X) -> dict:
     """The task's size: anchors, offsets, sequences and distinct sequences ``X``."""
-    return dict(n_anchors=cfg.n_anchors, width=cfg.width, n_seq=len(data), n_fit=len(X))
+    return dict(n_anchors=cfg.task.n_anchors, width=cfg.task.width, n_seq=len(data), n_fit=len(X))
 
 
 def arm_settings(cfg: ChapterConfig) -> dict:
@@ -54,9 +56,9 @@ def arm_settings(cfg: ChapterConfig) -> dict:
     return dict(
         lr=cfg.lr,
         gamma=cfg.gamma,
-        frozen_gammas=listing(cfg.frozen_gammas, noun=""),
-        escape_frac=cfg.escape_frac,
-        trap_frac=cfg.trap_frac,
+        frozen_gammas=listing(cfg.arms.frozen_gammas, noun=""),
+        escape_frac=cfg.readings.escape_frac,
+        trap_frac=cfg.readings.trap_frac,
     )
 
 
@@ -88,10 +90,10 @@ def escape_numbers(cfg: ChapterConfig, esc: dict, grid: float) -> dict:
         trapped_learned=share(esc["trapped"]["learned"].sum(), len(cfg.seeds)),
         median_learned=words(esc["median"]["learned"]),
         median_frozen=words(esc["median"]["frozen"]),
-        median_matched=words(esc["median"][f"learned {cfg.matched_gamma:g}"]),
+        median_matched=words(esc["median"][f"learned {cfg.arms.matched_gamma:g}"]),
         matched_words=words(esc["matched"]),
         strict_words=words(esc["strict"]),
-        matched_gamma=cfg.matched_gamma,
+        matched_gamma=cfg.arms.matched_gamma,
         grid_pct=f"{grid:.0%}",
         frozen_trapped=int(
             sum(esc["trapped"][n].sum() for n in esc["trapped"] if n.startswith("frozen"))
@@ -103,9 +105,9 @@ def order_numbers(cfg: ChapterConfig, order: dict) -> dict:
     """The rule-specific attention event's floor and share, and the onset-escape sign test."""
     tests, fired = order["tests"], np.isfinite(order["event"])
     return dict(
-        n_sham=cfg.n_sham,
-        null_pct=f"{cfg.pair_q:.0%}",
-        delta=cfg.delta,
+        n_sham=cfg.arms.n_sham,
+        null_pct=f"{cfg.readings.pair_q:.0%}",
+        delta=cfg.readings.delta,
         pair_floor=order["floor"],
         event_words=share(fired.sum(), fired.size),
         event_seeds=listing(np.asarray(cfg.seeds)[fired]),
@@ -147,9 +149,9 @@ def probe_numbers(cfg: ChapterConfig, probe: dict, order: dict) -> dict:
     pfloor, pmed, stair = probe["floor"], probe["median"], np.isfinite(order["onset1"])
     return dict(
         probe_floor=pfloor,
-        n_folds=cfg.n_folds,
-        n_probe_perm=cfg.n_probe_perm,
-        probe_fit=f"{cfg.n_folds - 1} in {cfg.n_folds}",
+        n_folds=cfg.probe.n_folds,
+        n_probe_perm=cfg.probe.n_perm,
+        probe_fit=f"{cfg.probe.n_folds - 1} in {cfg.probe.n_folds}",
         no_stair=share((~stair).sum(), stair.size),
         probe_no_stair=pmed.get("learned, no order-1 onset", np.nan),
         probe_blind=pmed["order-blind"],

@@ -13,9 +13,9 @@ from .readings import rate
 def trap_cells(cfg: ChapterConfig) -> list[dict]:
     """The sweep's cells: the learned arm's, then each query-key init rate, then each number
     of keys."""
-    cells = [dict(r=1.0, gamma_qk=cfg.gamma, n_keys=cfg.n_keys)]
-    cells += [dict(r=1.0, gamma_qk=gq, n_keys=cfg.n_keys) for gq in cfg.trap_gammas]
-    cells += [dict(r=1.0, gamma_qk=cfg.gamma, n_keys=k) for k in cfg.trap_keys]
+    cells = [dict(r=1.0, gamma_qk=cfg.gamma, n_keys=cfg.task.n_keys)]
+    cells += [dict(r=1.0, gamma_qk=gq, n_keys=cfg.task.n_keys) for gq in cfg.trap.gammas]
+    cells += [dict(r=1.0, gamma_qk=cfg.gamma, n_keys=k) for k in cfg.trap.keys]
     return cells
 
 
@@ -59,12 +59,12 @@ def trap_numbers(cfg: ChapterConfig, sweep: dict, rows: list[dict], rho) -> dict
     persistence ``rho`` (median) and the gate difference at the snapshot step."""
     h = sweep["history"]
     base = sweep["cell"] == 0
-    at = int(np.argmin(np.abs(h.steps - cfg.trap_step)))
+    at = int(np.argmin(np.abs(h.steps - cfg.trap.lock_step)))
     diff0 = h["gate_diff"][0][base]
     return dict(
-        n_trap_seeds=len(cfg.trap_seeds),
-        trap_steps=cfg.trap_steps,
-        trap_step=cfg.trap_step,
+        n_trap_seeds=len(cfg.trap.seeds),
+        trap_steps=cfg.trap.steps,
+        trap_step=cfg.trap.lock_step,
         trap_share_lo=min(r["trapped"][0] for r in rows),
         trap_share_hi=max(r["trapped"][0] for r in rows),
         rho_med=float(np.nanmedian(rho)),
