@@ -88,9 +88,9 @@ def test_every_chapters_config_is_in_range_at_every_scale_and_each_rule_bites():
         ({"gamma": float("inf")}, "gamma must be finite"),
         ({"seeds": (0, 0)}, "distinct seeds"),
         ({"seeds": ()}, "seeds must not be empty"),
-        ({"two_steps": 0}, "two_steps must be >= 1, got 0"),
-        ({"null_q": 1.0}, "null_q must be in (0, 1), got 1.0"),
-        ({"sweep_gammas": (0.3, -1.0)}, "each of sweep_gammas must be > 0"),
+        ({"two.steps": 0}, "two.steps must be >= 1, got 0"),
+        ({"readings.null_q": 1.0}, "readings.null_q must be in (0, 1), got 1.0"),
+        ({"two.gammas": (0.3, -1.0)}, "gammas must be > 0, got (0.3, -1.0)"),
         ({"d_model": 0}, "d_model must be >= 1"),
     ]:
         with pytest.raises(ConfigError) as err:
@@ -142,20 +142,20 @@ def test_a_try_says_its_estimate_and_refuses_one_above_an_hour(monkeypatch):
     monkeypatch.delenv(trying.LONG_ENV, raising=False)
     with pytest.raises(ConfigError, match="^chapter 02_context_staircase at scale 'ci': gamma "):
         trying.prepare("02", "gamma=-1", "ci", ROOT)  # before anything runs
-    *_, seconds, why = trying.prepare("02", "two_steps=1200 seeds=(0,)", "ci", ROOT)
+    *_, seconds, why = trying.prepare("02", "two.steps=1200 seeds=(0,)", "ci", ROOT)
     book = trying.estimate("02_context_staircase", "ci", [], ROOT)[0]
     assert seconds == pytest.approx(book * 2 / 3)  # twice the steps, a third of the seeds
-    assert "x 2 for two_steps" in why and "x 0.333 for seeds" in why
+    assert "x 2 for two.steps" in why and "x 0.333 for seeds" in why
     with pytest.raises(ConfigError) as err:
-        trying.prepare("02", "two_steps=1000000000", "ci", ROOT)
-    hours = book * 1000000000 / 600 / 3600  # the recorded ci run, at its two_steps of 600
+        trying.prepare("02", "two.steps=1000000000", "ci", ROOT)
+    hours = book * 1000000000 / 600 / 3600  # the recorded ci run, at its two.steps of 600
     assert f"this try would take about {hours:,.1f} hours" in str(err.value)
     assert "set BOOK_TRY_LONG=1 to start it anyway" in str(err.value)
     monkeypatch.setenv(trying.LONG_ENV, "1")
-    assert trying.prepare("02", "two_steps=1000000000", "ci", ROOT)[4] > 3600
+    assert trying.prepare("02", "two.steps=1000000000", "ci", ROOT)[4] > 3600
     monkeypatch.setenv(trying.LONG_ENV, "yes")
     with pytest.raises(ConfigError, match="BOOK_TRY_LONG='yes': set BOOK_TRY_LONG=1"):
-        trying.prepare("02", "two_steps=10", "ci", ROOT)
+        trying.prepare("02", "two.steps=10", "ci", ROOT)
 
 
 def test_the_rerun_command_quotes_the_settings(monkeypatch):

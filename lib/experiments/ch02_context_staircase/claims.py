@@ -18,7 +18,7 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
     gamma, gamma_large = cfg.gamma, cfg.gamma_large
     uniform_gap, random_gap = gaps
     small = sm.small
-    tol = cfg.lead_tol
+    tol = cfg.readings.lead_tol
     claims.section("sec-stair-order0", label="recon", tier="check")
     claims.check(
         "lead-small",
@@ -53,10 +53,10 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
     p_attn = [r.p for r in sm.attn_rates]
     claims.check(
         "climb-attn",
-        f"attention, two stairs, small init: at least {cfg.climb_min:g} of each "
-        f"seed's copies (inits changed by a relative {cfg.copy_rel:g}) climb both stairs in "
+        f"attention, two stairs, small init: at least {cfg.attn.climb_min:g} of each seed's "
+        f"copies (inits changed by a relative {cfg.readings.copy_rel:g}) climb both stairs in "
         "order (measured: the share per seed)",
-        holds=[p >= cfg.climb_min for p in p_attn],
+        holds=[p >= cfg.attn.climb_min for p in p_attn],
         values=p_attn,
         unit="share of copies",
     )
@@ -93,7 +93,9 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
         for o, mask in s.plateaus.items():
             ratio = pl.wait_over_fall[(name, o)]  # plateau length over the fall, linear time
             for n, med, r in zip(mask.sum(0), s.plateau_R[o], ratio, strict=True):
-                plateau_ok.append(bool(n >= 2 and med < floor[o] and r >= cfg.min_wait_over_fall))
+                plateau_ok.append(
+                    bool(n >= 2 and med < floor[o] and r >= cfg.readings.min_wait_over_fall)
+                )
                 plateau_R.append(med)
         if name != ATTN:  # the attention model's escapes are part of its climb rate
             esc_steps += [e for esc in s.escapes.values() for e in esc]
@@ -107,7 +109,9 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
         verdict=("new result", "partly"),  # the exceptions are in the text
     )
     control_over_fall = pl.control_over_fall
-    control_fails = [not r >= cfg.min_wait_over_fall for v in control_over_fall.values() for r in v]
+    control_fails = [
+        not r >= cfg.readings.min_wait_over_fall for v in control_over_fall.values() for r in v
+    ]
     claims.check(
         "plateau-control-smooth",
         "negative control: a smooth decay from ln 2 with the same "
@@ -138,8 +142,8 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
         claims.check(
             f"stable-{SHORT[name]}-timing",
             f"{name}: in the rerun no onset or escape "
-            f"moves by more than {cfg.stability_tol} logged steps",
-            holds=stab[name]["shift"] <= cfg.stability_tol,
+            f"moves by more than {cfg.readings.stability_tol} logged steps",
+            holds=stab[name]["shift"] <= cfg.readings.stability_tol,
             values=stab[name]["shift"],
             unit="logged steps",
             verdict=("new result", "partly"),
@@ -148,7 +152,7 @@ def ledger(claims: Ledger, cfg, lead_at, gaps, runs, sm, lg, pl, stab, esc_med) 
     # Large init compresses the first plateau by at least min_speedup (median escape step),
     # brings the order-1 onset closer to the order-0 onset in log time, and keeps the order
     # only in some seeds; over the sweep the median escape step grows with gamma.
-    fold = cfg.min_speedup
+    fold = cfg.readings.min_speedup
     speed1 = [lg.speed[(MLP2, 1)], lg.speed[(ATTN, 1)]]
     claims.section("sec-stair-staircase")
     claims.check(

@@ -94,7 +94,7 @@ def small_init(runs: dict, seeds, gamma: float, cfg):
         attn_pooled_words=words(attn_pooled),
         attn_R1_peak_min=float(R1_peak.min()),
         floor1_attn=attn_run.floor[1],
-        climb_min=cfg.climb_min,
+        climb_min=cfg.attn.climb_min,
         attn_rate_lo=min(r.p for r in attn_rates),
         attn_rate_hi=max(r.p for r in attn_rates),
         control_below=share(int(control_no_stair.sum()), len(seeds)),
@@ -184,13 +184,13 @@ def plateau_lengths(runs: dict, small: dict, seeds, gamma: float, cfg):
         + (f" (ratio {r:.2f})" if np.isfinite(r) else " (its previous stair never came)")
         for (name, o), ratio in wait_over_fall.items()
         for k, r in enumerate(ratio)
-        if not r >= cfg.min_wait_over_fall
+        if not r >= cfg.readings.min_wait_over_fall
     ]
     everywhere = "in every run, bit and seed"
     where = f"{everywhere} except {'; '.join(short)}" if short else everywhere
     glue = dict(
         wait_fall_min=lowest(wait_over_fall),
-        min_wait_over_fall=cfg.min_wait_over_fall,
+        min_wait_over_fall=cfg.readings.min_wait_over_fall,
         wait_fall_control_max=control_max,
         plateau_where=where,
     )
@@ -230,7 +230,7 @@ def stability_numbers(stab: dict, seeds, cfg) -> dict:
     ]
     drift = float(np.median(np.concatenate([v["drift"] for v in stab.values()])))
     return dict(
-        stab_tol=cfg.stability_tol,
+        stab_tol=cfg.readings.stability_tol,
         stab_mlp_moves=moves(shift_mlp),
         stab_changed=", ".join(changed) or "no seed",
         drift_mlp=drift,

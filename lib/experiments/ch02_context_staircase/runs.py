@@ -65,7 +65,8 @@ def run_specs(cfg, nulls, mlp2, attn, mlp3, two, shuffled, two_attn, three) -> d
     return {
         MLP2: dict(model=mlp2, **bits(two), null=nulls["two"]),
         CONTROL: dict(model=mlp2, **bits(shuffled), null=nulls["shuffled"]),
-        ATTN: attn_kw | dict(copies=cfg.copies, copy_rel=cfg.copy_rel),  # an ensemble per seed
+        # an ensemble per seed
+        ATTN: attn_kw | dict(copies=cfg.attn.copies, copy_rel=cfg.readings.copy_rel),
         ATTN_LARGE: attn_kw,
         MLP3: dict(model=mlp3, **bits(three), null=nulls["three"]),
     }
@@ -78,7 +79,8 @@ def stability_reruns(runs, spec, adam, seeds, gamma, cfg) -> tuple[dict, list]:
     stab, stab_rows = {}, []
     for name in (MLP2, MLP3):
         base, grid = runs[name].stairs(gamma), runs[name].history.steps
-        stop = stability.rerun_horizon(grid, base, cfg.stability_tol)  # last event + tol logs
+        tol = cfg.readings.stability_tol
+        stop = stability.rerun_horizon(grid, base, tol)  # last event + tol logs
         again = staircase_runs.run_bits(
             seeds=seeds,
             gammas=[gamma],
@@ -86,10 +88,10 @@ def stability_reruns(runs, spec, adam, seeds, gamma, cfg) -> tuple[dict, list]:
             desc="init x (1 + rel z)",
             **spec[name],
             **(adam | dict(log_at=[int(t) for t in grid if t <= stop])),
-            perturb_init=cfg.copy_rel,
+            perturb_init=cfg.readings.copy_rel,
         )
         read = again.stairs(gamma, levels=runs[name].onset_levels(gamma))
-        stab[name] = stability.stability(again.history.steps, base, read, tol=cfg.stability_tol)
+        stab[name] = stability.stability(again.history.steps, base, read, tol=tol)
         # how far the rerun's full-data loss has drifted from its base run's by the end of the
         # base's bit-1 plateau (before the fall, whose timing the shift reads)
         stab[name]["drift"] = stability.rerun_divergence(

@@ -90,7 +90,7 @@ def sweep_numbers(cfg, cfg2) -> dict:
         seed_list=listing(cfg.seeds),
         stair_seed_list=listing(cfg.stair.seeds),
         ov_anchors=cfg.ov.n_anchors,
-        stair_anchors=cfg2.attn_anchors,
+        stair_anchors=cfg2.attn.anchors,
     )
 
 

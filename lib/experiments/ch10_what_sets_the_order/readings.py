@@ -32,7 +32,7 @@ def order0_in_time(slow: dict, raw_floor: dict, seeds, gamma: float, stair, cfg)
     (``t_lead``) and its smallest cosine in between; ``glue`` and ``table`` for the page."""
     steps_s, m_s, t0_s, t1_s, ahead_s = time_resolved(slow, raw_floor, MLP2, gamma)
     *_, t1_ctrl, ahead_ctrl = time_resolved(slow, raw_floor, CONTROL, gamma)
-    tol = stair.lead_tol
+    tol = stair.readings.lead_tol
     fails = m_s["lead"] < 1 - tol  # the expansion fails; inf where it never does
     t_lead = np.array([steps_s[f].min() if f.any() else np.inf for f in fails.T])
     window = (steps_s[:, None] >= t0_s) & (steps_s[:, None] < t1_s)

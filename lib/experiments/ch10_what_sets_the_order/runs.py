@@ -27,10 +27,10 @@ def chapter2_task(stair) -> SimpleNamespace:
     besides seeds, gammas, steps and the optimizer (the run and its shuffled control, each
     read against its own label-permutation null)."""
     two, lay2 = tasks.gated_parity_bits(n_keys=stair.n_keys)
-    shuffled, _ = tasks.gated_parity_bits(n_keys=stair.n_keys, shuffle_seed=stair.shuffle_seed)
+    shuffled, _ = tasks.gated_parity_bits(n_keys=stair.n_keys, shuffle_seed=stair.two.shuffle_seed)
     tg2, tg_shuf = st.parity_targets(two, lay2), st.parity_targets(shuffled, lay2)
     nulls = {  # task -> its label-permutation null; each run's floor is read off its own run
-        name: st.label_null(data, lay2, stair.null_perm)
+        name: st.label_null(data, lay2, stair.readings.null_perm)
         for name, data in (("two", two), ("shuffled", shuffled))
     }
     mlp2 = models.EmbMLP(two.vocab_size, stair.d_model, stair.d_hidden, two.n_labels, "silu")

@@ -162,7 +162,7 @@ def ledger(
         law_claim(
             "gamma-law-gd",
             "plain GD at the same learning rate does not escape the bit-1 "
-            f"plateau within {stair.two_steps} steps",
+            f"plateau within {stair.two.steps} steps",
             ~np.isfinite(gd_esc),
             gd_esc,
             unit="steps",

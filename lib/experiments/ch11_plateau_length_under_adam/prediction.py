@@ -86,7 +86,7 @@ def gd_escapes(model, data, layout, targets, null, gammas, stair, device) -> np.
         targets,
         stair.seeds,
         gammas,
-        stair.two_steps,
+        stair.two.steps,
         null=null,
         optimizer="gd",
         lr=stair.lr,
