@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import SubConfig
 from ..expansion import CI_OVERRIDES, ExpansionCheck
 from .claims import record_claims
 from .figures import fig_attn_init, fig_attn_time, fig_attn_where
@@ -71,6 +72,8 @@ from .where import (
 __all__ = [
     "CHAPTER",
     "Config",
+    "GDRun",
+    "WhereRuns",
     "OVERRIDES",
     "ABLATED",
     "DYNAMICS",
@@ -119,6 +122,59 @@ CHAPTER = "04_attention_flow"
 
 
 @dataclass(frozen=True)
+class GDRun(SubConfig):
+    """The GD run (full-batch, steps clipped in norm), instances γ_large and γ, each
+    ``n_seeds`` times, and how its attention is read.
+
+    n_seeds: instances per γ. seed0: the seed of the first instance (the others follow
+        it), apart from the seeds of the init check.
+    steps, lr, clip, n_logs: its length, learning rate, step-norm clip and number of
+        (log-spaced) logging steps.
+    delta: the stated distance δ from uniform attention (total variation).
+    depart_factor: attention has departed from the quasi-static prediction once its
+        distance from uniform is this many times D_qs.
+    early_steps: the first steps over which the expansion must track the true gradient.
+    """
+
+    n_seeds: int = 2
+    seed0: int = 100
+    steps: int = 2000
+    lr: float = 2.0
+    clip: float = 0.01
+    n_logs: int = 35
+    delta: float = 0.1
+    depart_factor: float = 2.0
+    early_steps: int = 20
+
+
+@dataclass(frozen=True)
+class WhereRuns(SubConfig):
+    """Where the attention staircase puts the parity (Chapter 2's gated-parity-bit task and
+    its training settings, read from Chapter 2's Config at the same scale).
+
+    anchors: the two task sizes, 12 anchors (Chapter 2's earlier attention model) and 24
+        (its staircase model).
+    steps: the Adam steps of every run of the section. Chapter 2 trains its attention model
+        for fewer (it escapes early); the learned value path escapes later or not at all,
+        and the ablations later still, so these runs get their own budget.
+    freeze_step: the step from which the embedding is frozen in the ablation: after the
+        order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
+    null_perm: the label permutations of every run's floors (:mod:`lib.measure.nulls`;
+        each run is read against its own permutation floor, as in Chapter 2).
+    copies, copy_rel: the race is measured on an ensemble of the learned-OV 24-anchor
+        model: every seed run as ``copies`` instances whose initial weights differ by a
+        relative ``copy_rel`` (copy 0: the seed itself), and its rate of escaping per seed.
+    """
+
+    anchors: tuple[int, int] = (12, 24)
+    steps: int = 800
+    freeze_step: int = 40
+    null_perm: int = 100
+    copies: int = 8
+    copy_rel: float = 1e-6
+
+
+@dataclass(frozen=True)
 class Config(ExpansionCheck):
     """Chapter 4 at book scale. The check at init (init_gammas, n_init_seeds,
     scale_factors, slope_tol, cos_target) is :class:`lib.experiments.expansion.ExpansionCheck`.
@@ -138,31 +194,8 @@ class Config(ExpansionCheck):
     first_order_tol: the relative error within which the first-order formula must give
         the distance from uniform attention.
 
-    The GD run (full-batch, steps clipped in norm), instances γ_large and γ, each
-    ``n_gd_seeds`` times:
-    n_gd_seeds: instances per γ. gd_seed0: the seed of the first instance (the others
-        follow it), apart from the seeds of the init check.
-    gd_steps, gd_lr, gd_clip, gd_n_logs: its length, learning rate, step-norm clip and
-        number of (log-spaced) logging steps.
-    delta: the stated distance δ from uniform attention (total variation).
-    depart_factor: attention has departed from the quasi-static prediction once its
-        distance from uniform is this many times D_qs.
-    early_steps: the first steps over which the expansion must track the true gradient.
-
-    Where the attention staircase puts the parity (Chapter 2's gated-parity-bit task and its
-    training settings, read from Chapter 2's Config at the same scale):
-    where_anchors: the two task sizes, 12 anchors (Chapter 2's earlier attention model) and
-        24 (its staircase model).
-    where_steps: the Adam steps of every run of the section. Chapter 2 trains its attention
-        model for fewer (it escapes early); the learned value path escapes later or not at
-        all, and the ablations later still, so these runs get their own budget.
-    freeze_step: the step from which the embedding is frozen in the ablation: after the
-        order-0 stair, while bit 1 is still on its plateau (both checked in the chapter).
-    null_perm: the label permutations of every run's floors (:mod:`lib.measure.nulls`; each run is
-        read against its own permutation floor, as in Chapter 2).
-    copies, copy_rel: the race is measured on an ensemble of the learned-OV 24-anchor model:
-        every seed run as ``copies`` instances whose initial weights differ by a relative
-        ``copy_rel`` (copy 0: the seed itself), and its rate of escaping per seed.
+    gd: the GD run and its readings (:class:`GDRun`).
+    where: the runs of where the attention staircase puts the parity (:class:`WhereRuns`).
     """
 
     t3_reps: int = 1
@@ -170,32 +203,19 @@ class Config(ExpansionCheck):
     gamma: float = 0.8
     gamma_large: float = 0.5
     first_order_tol: float = 0.05
-    n_gd_seeds: int = 2
-    gd_seed0: int = 100
-    gd_steps: int = 2000
-    gd_lr: float = 2.0
-    gd_clip: float = 0.01
-    gd_n_logs: int = 35
-    delta: float = 0.1
-    depart_factor: float = 2.0
-    early_steps: int = 20
-    where_anchors: tuple[int, int] = (12, 24)
-    where_steps: int = 800
-    freeze_step: int = 40
-    null_perm: int = 100
-    copies: int = 8
-    copy_rel: float = 1e-6
+    gd: GDRun = GDRun()
+    where: WhereRuns = WhereRuns()
 
 
 OVERRIDES = {
     "ci": dict(
         **CI_OVERRIDES,
-        n_gd_seeds=1,
-        gd_steps=1200,
-        gd_n_logs=25,
-        null_perm=50,
-        where_steps=500,
-        copies=2,  # the race's ensemble: its cost grows with the copies
+        gd=dict(n_seeds=1, steps=1200, n_logs=25),
+        where=dict(
+            null_perm=50,
+            steps=500,
+            copies=2,  # the race's ensemble: its cost grows with the copies
+        ),
     ),
-    "paper": dict(d_model=64, n_init_seeds=8, n_gd_seeds=8, gd_steps=10000, gd_n_logs=60),
+    "paper": dict(d_model=64, n_init_seeds=8, gd=dict(n_seeds=8, steps=10000, n_logs=60)),
 }

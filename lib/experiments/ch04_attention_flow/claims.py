@@ -197,7 +197,7 @@ def _where(claims, cfg, reading, race) -> None:
     claims.section("sec-attn-where", label="new", tier="measured")
     claims.check(
         "where-freeze-point",
-        f"at step {cfg.freeze_step} the order-0 stair has come (R0 above "
+        f"at step {cfg.where.freeze_step} the order-0 stair has come (R0 above "
         "its floor) and bit 1 is on its plateau (sign-bit loss >= 0.9 ln 2), every seed of "
         "both ablated models",
         holds=np.concatenate(list(at_freeze.values())),
@@ -262,7 +262,7 @@ def _where(claims, cfg, reading, race) -> None:
     claims.check(
         "where-race-rate",
         "learned OV, 24 anchors: per seed, the share of copies (inits "
-        f"changed by a relative {cfg.copy_rel:g}) whose bit 1 escapes within the budget lies "
+        f"changed by a relative {cfg.where.copy_rel:g}) whose bit 1 escapes within the budget lies "
         "strictly between 0 and 1: the outcome is a draw within the seed (measured: the share)",
         holds=race.mixed,
         values=p_escape,

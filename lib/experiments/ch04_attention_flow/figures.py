@@ -60,7 +60,7 @@ def fig_attn_time(cfg, t3, gd):
     """The GD run on one time axis, small init solid and large init dashed: the distance
     from uniform against the quasi-static prediction, the change of W_Q W_K^T, the attention
     entropy, and the anchors' alignments with the cosine of the expansion."""
-    small, delta = gd.small, cfg.delta
+    small, delta = gd.small, cfg.gd.delta
     fig, axes = subplots(2, 2, sharex=True)
     (ax_D, ax_qk), (ax_H, ax_R) = axes
     x = np.maximum(gd.steps, 1)

@@ -36,8 +36,8 @@ def tolerances(cfg) -> dict:
         cos_target=cfg.cos_target,
         slope_tol=cfg.slope_tol,
         first_order_tol=cfg.first_order_tol,
-        depart_factor=cfg.depart_factor,
-        gd_seeds=count(cfg.n_gd_seeds, "instance"),
+        depart_factor=cfg.gd.depart_factor,
+        gd_seeds=count(cfg.gd.n_seeds, "instance"),
     )
 
 
@@ -79,11 +79,11 @@ def uniform_table(init, uni):
 def time_numbers(cfg, t3, gd) -> dict:
     """The GD run's readings at small init (``_small``) and large init (``_large``)."""
     small, steps = gd.small, gd.steps
-    early = int(np.searchsorted(steps, cfg.early_steps))
+    early = int(np.searchsorted(steps, cfg.gd.early_steps))
     return dict(
         t_dep_small=float(np.nanmean(gd.t_dep[small])),
         dQK_at_dep_small=float(np.nanmean(gd.dQK_at_dep[small])),
-        delta=cfg.delta,
+        delta=cfg.gd.delta,
         t_qk_small=float(np.nanmean(gd.t_qk[small])),
         t_leave_small=float(np.nanmean(gd.t_leave[small])),
         D_before_small=float(gd.D_before[small].max()),

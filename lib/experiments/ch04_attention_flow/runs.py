@@ -196,8 +196,8 @@ def run_gd(cfg, t3, device) -> SimpleNamespace:
     ``t_qk``, attention leaving the δ ball ``t_leave`` and the departure ``t_dep``."""
     X, y, V, n, S, u, model = t3.X, t3.y, t3.V, t3.n, t3.S, t3.u, t3.model
     anchors, gates = t3.anchors, t3.gates
-    gd_gamma_inst = np.repeat(np.array((cfg.gamma_large, cfg.gamma)), cfg.n_gd_seeds)
-    gd_seeds = list(range(cfg.gd_seed0, cfg.gd_seed0 + len(gd_gamma_inst)))
+    gd_gamma_inst = np.repeat(np.array((cfg.gamma_large, cfg.gamma)), cfg.gd.n_seeds)
+    gd_seeds = list(range(cfg.gd.seed0, cfg.gd.seed0 + len(gd_gamma_inst)))
     p_gd = build(model, gd_seeds, gamma=gd_gamma_inst, device=device)
     p_start = {k: v.detach().clone() for k, v in p_gd.items()}
     phi0 = sig.centre(S.phi_y)  # the order-0 label signature
@@ -209,11 +209,11 @@ def run_gd(cfg, t3, device) -> SimpleNamespace:
         model,
         p_gd,
         (X, y),
-        cfg.gd_steps,
+        cfg.gd.steps,
         optimizer="gd",
-        lr=cfg.gd_lr,
-        clip=cfg.gd_clip,
-        log_at=cfg.gd_n_logs,
+        lr=cfg.gd.lr,
+        clip=cfg.gd.clip,
+        log_at=cfg.gd.n_logs,
         callbacks={"s": dynamics},
         desc="attention",
     )
@@ -221,7 +221,7 @@ def run_gd(cfg, t3, device) -> SimpleNamespace:
     Dt, Dqs, Ht, dQK, R0, R1, cos_res, cos_all, qk_share = (stats[..., i] for i in range(9))
     steps = h.steps
 
-    delta = cfg.delta
+    delta = cfg.gd.delta
     small = gd_gamma_inst == cfg.gamma
     # The step at which QK leaves its quasi-static regime: its change equals its initial size.
     t_qk = onsets.onset_step(steps, dQK, 1.0).numpy()
@@ -230,7 +230,7 @@ def run_gd(cfg, t3, device) -> SimpleNamespace:
     D_before = np.array([Dt[b, k].max() for k, b in enumerate(before)])
     Dqs_max = Dqs.max(0)
     # Where the measured distance first departs from the quasi-static one (by a factor 2).
-    t_dep = onsets.onset_step(steps, Dt / Dqs, cfg.depart_factor).numpy()
+    t_dep = onsets.onset_step(steps, Dt / Dqs, cfg.gd.depart_factor).numpy()
     dQK_at_dep = np.array(
         [
             dQK[np.searchsorted(steps, t), k] if np.isfinite(t) else np.nan
@@ -272,5 +272,5 @@ def quasi_static(cfg, gd) -> np.ndarray:
     """Per GD instance, whether attention stays within δ of uniform until W_Q W_K^T has
     moved by its initial size, and leaves at or after that step."""
     return np.array(
-        [uniform_until_qk_moves(gd, cfg.delta, k) for k in range(len(gd.gd_gamma_inst))]
+        [uniform_until_qk_moves(gd, cfg.gd.delta, k) for k in range(len(gd.gd_gamma_inst))]
     )

@@ -61,10 +61,10 @@ def chapter2_config():
 def where_tasks(cfg, cfg2) -> dict:
     """Per task size (anchors): ``(data, layout, targets, label-permutation null)``."""
     out = {}  # anchors -> (data, layout, targets, label-permutation null)
-    for n_a in cfg.where_anchors:
+    for n_a in cfg.where.anchors:
         data, lay = tasks.gated_parity_bits(n_keys=cfg2.n_keys, n_anchors=n_a)
         tg = st.parity_targets(data, lay)
-        out[n_a] = (data, lay, tg, st.label_null(data, lay, cfg.null_perm))
+        out[n_a] = (data, lay, tg, st.label_null(data, lay, cfg.where.null_perm))
     return out
 
 
@@ -72,14 +72,14 @@ def where_run(cfg, cfg2, tasks_, device, name, attention_frozen=False, **kw):
     """One of the section's runs (every seed of Chapter 2, small init), with probes, read
     against its own permutation floor: a :class:`lib.measure.staircase.BitRun`."""
     ov, i = WHERE_MODELS[name]
-    data, lay, tg, null = tasks_[cfg.where_anchors[i]]
+    data, lay, tg, null = tasks_[cfg.where.anchors[i]]
     shape = dict(context_len=data.X.shape[1], n_out=data.n_labels, d_mlp=cfg2.d_hidden)
     model = models.Transformer(data.vocab_size, cfg2.d_model, ov=ov, **shape)
     attn_w = [n for n, s in model.specs().items() if s.group in ("qk", "ov")]
     frozen = tuple(attn_w) if attention_frozen else ()
     qk_lr = {} if attention_frozen else {"qk": cfg2.lr * cfg2.r}
     adam = dict(optimizer="adam", lr=cfg2.lr, log_at=cfg2.n_logs, device=device)
-    args = (model, data, lay, tg, cfg2.seeds, [cfg2.gamma], cfg.where_steps)
+    args = (model, data, lay, tg, cfg2.seeds, [cfg2.gamma], cfg.where.steps)
     kw = dict(zero_frozen=("P",), frozen=frozen, group_lr=qk_lr, probes=True, desc=name) | kw
     return staircase_runs.run_bits(*args, null=null, **kw, **adam)  # read against its own floor
 
@@ -91,13 +91,13 @@ def run_where(cfg, cfg2, tasks_, device):
     # The race runs the learned-OV 24-anchor model as an ensemble, each seed as copies
     # whose initial weights differ by a relative copy_rel; its copy 0 (the seeds themselves,
     # probed) is that model's trained run here.
-    race = run(LEARNED_24, copies=cfg.copies, copy_rel=cfg.copy_rel)
+    race = run(LEARNED_24, copies=cfg.where.copies, copy_rel=cfg.where.copy_rel)
     where = {
         (name, "trained"): race.copy(0) if name == LEARNED_24 else run(name)
         for name in WHERE_MODELS
     }
     for name in ABLATED:
-        where[(name, FREEZE_E)] = run(name, freeze_at={"E": cfg.freeze_step})
+        where[(name, FREEZE_E)] = run(name, freeze_at={"E": cfg.where.freeze_step})
         where[(name, FREEZE_ATTN)] = run(name, attention_frozen=True)
     return race, where
 
@@ -115,7 +115,9 @@ def where_reading(cfg, cfg2, where) -> SimpleNamespace:
     for name in ABLATED:
         run = where[(name, "trained")]
         steps_w, m = run.arm(cfg2.gamma)
-        i = np.searchsorted(steps_w, cfg.freeze_step, side="right") - 1  # last log <= freeze step
+        i = (
+            np.searchsorted(steps_w, cfg.where.freeze_step, side="right") - 1
+        )  # last log <= freeze step
         at_freeze[name] = (m["R0"][i] > run.floor[0]) & (m["bit1"][i] >= 0.9 * np.log(2))
     esc = {key: s.escapes[1] for key, (s, m) in where_stairs.items()}
     climbs = {key: np.array(s.climbs_per_seed()) for key, (s, m) in where_stairs.items()}
@@ -150,7 +152,9 @@ def where_table(cfg2, where, reading):
 def where_settings(cfg) -> dict:
     """The section's task size, freeze step and budget."""
     return dict(
-        where_n_big=cfg.where_anchors[1], freeze_step=cfg.freeze_step, where_steps=cfg.where_steps
+        where_n_big=cfg.where.anchors[1],
+        freeze_step=cfg.where.freeze_step,
+        where_steps=cfg.where.steps,
     )
 
 
@@ -207,8 +211,8 @@ def race_reading(cfg2, race) -> SimpleNamespace:
 def race_numbers(cfg, race) -> dict:
     """The race's size and outcome (glue with prefix where_)."""
     return dict(
-        race_rel=cfg.copy_rel,
-        race_copies=cfg.copies,
+        race_rel=cfg.where.copy_rel,
+        race_copies=cfg.where.copies,
         race_mixed=count(int(np.sum(race.mixed)), "seed"),
         race_escape_all=share(int(race.race_esc.sum()), race.race_esc.size),
     )
