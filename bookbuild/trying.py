@@ -128,7 +128,7 @@ def estimate(stem: str, scale: str, changed, root: Path) -> tuple[float | None, 
     The rule: the chapter's recorded seconds at ``scale`` (``docs/chapter_seconds.json``, the
     reference machine; at ``paper``, ``make paper-smoke``'s estimate where it made one, else
     the ``book`` seconds), times, for every changed setting, the ratio of its new value to
-    the book's when it counts steps or seeds (``two.steps``, ``n_gd_seeds``), and of their
+    the book's when it counts steps or seeds (``two.steps``, ``gd.n_seeds``), and of their
     lengths when it is a tuple (seeds, grids). The whole chapter is scaled by each, as if
     every run of it changed: a rough figure, long rather than short. None in the smoke mode."""
     from lib.env import smoke
