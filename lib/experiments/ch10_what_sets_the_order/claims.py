@@ -18,11 +18,11 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     t1_s, ahead_s, t1_ctrl, ahead_ctrl = tr.t1_s, tr.ahead_s, tr.t1_ctrl, tr.ahead_ctrl
     esc_s, t_lead, tol = tr.esc_s, tr.t_lead, tr.tol
     claims.section("sec-order-time", label="new", tier="measured")
-    in_time = np.isfinite(t1_s) & (ahead_s >= cfg.min_ahead)
+    in_time = np.isfinite(t1_s) & (ahead_s >= cfg.slow.min_ahead)
     claims.check(
         "order0-in-time",
         f"slow arm: the rows' R0 is above its floor at least "
-        f"{cfg.min_ahead} logged steps before their R1 leaves its floor, every seed",
+        f"{cfg.slow.min_ahead} logged steps before their R1 leaves its floor, every seed",
         verdict=("new result", "partly"),  # a seed may learn bit 1 without the rows' R1
         holds=in_time,
         values=np.where(np.isfinite(t1_s), ahead_s, np.nan),
@@ -35,7 +35,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
         values=t1_ctrl,
         unit="steps",
         verdict=("new result", "partly"),  # a floor is a 95th percentile: a seed may cross it
-        holds=~(np.isfinite(t1_ctrl) & (ahead_ctrl >= cfg.min_ahead)),
+        holds=~(np.isfinite(t1_ctrl) & (ahead_ctrl >= cfg.slow.min_ahead)),
     )
     claims.check(
         "slow-bit1-learned",
@@ -72,7 +72,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "small-init-context-order",
         f"smallest init, gradient descent: with the order-1 "
-        f"family {cfg.strong_ratio:g}x stronger, the order-0 family still escapes first "
+        f"family {cfg.read.strong_ratio:g}x stronger, the order-0 family still escapes first "
         "(every seed)",
         holds=corner["gradient descent"][0] == -1,
         values=corner["gradient descent"][0],
@@ -80,7 +80,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     )
     claims.check(
         "large-init-strength",
-        f"largest init, gradient descent: the {cfg.strong_ratio:g}x "
+        f"largest init, gradient descent: the {cfg.read.strong_ratio:g}x "
         "stronger order-1 family escapes first (every seed)",
         holds=corner["gradient descent"][1] == 1,
         values=corner["gradient descent"][1],
@@ -89,7 +89,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "small-init-context-order-adam",
         f"smallest init, Adam: with the order-1 family "
-        f"{cfg.strong_ratio:g}x stronger, the order-0 family still escapes first (every "
+        f"{cfg.read.strong_ratio:g}x stronger, the order-0 family still escapes first (every "
         "seed)",
         holds=corner["Adam"][0] == -1,
         values=corner["Adam"][0],
@@ -106,7 +106,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "control-corner-fails",
         f"negative control: at the smallest init the control's "
-        f"{cfg.strong_ratio:g}x stronger family is not overtaken (the small-init corner "
+        f"{cfg.read.strong_ratio:g}x stronger family is not overtaken (the small-init corner "
         "check fails on it, every seed)",
         holds=corner["gradient descent, control"][0] != -1,
         values=corner["gradient descent, control"][0],
@@ -132,8 +132,8 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     )
     claims.check(
         "boundary-prediction-small",
-        f"small init (gamma >= {cfg.small_from:g}): the "
-        f"predicted boundary is within a factor {cfg.agree_factor:g} of the measured one "
+        f"small init (gamma >= {cfg.read.small_from:g}): the "
+        f"predicted boundary is within a factor {cfg.read.agree_factor:g} of the measured one "
         "(every init and seed)",
         holds=br.agree.reshape(-1),
         unit="x off",
@@ -189,8 +189,8 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "lazy-bit1-learned",
         "the lazy arm still learns bit 1 (every seed escapes its plateau)",
-        holds=np.isfinite(lazy[LAZY].stairs(cfg.lazy_gamma).escapes[1]),
-        values=lazy[LAZY].stairs(cfg.lazy_gamma).escapes[1],
+        holds=np.isfinite(lazy[LAZY].stairs(cfg.lazy.gamma).escapes[1]),
+        values=lazy[LAZY].stairs(cfg.lazy.gamma).escapes[1],
         unit="steps",
     )
     for name in lazy:

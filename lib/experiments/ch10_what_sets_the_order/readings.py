@@ -56,9 +56,9 @@ def order0_in_time(slow: dict, raw_floor: dict, seeds, gamma: float, stair, cfg)
         slow_t_lead=steps_of(t_lead),
         slow_lead_min=float(lead_min.min()),
         slow_ctrl_held=share(np.sum(~np.isfinite(t1_ctrl)), len(seeds)),
-        slow_lr=cfg.slow_lr,
-        slow_every=cfg.slow_every,
-        min_ahead=cfg.min_ahead,
+        slow_lr=cfg.slow.lr,
+        slow_every=cfg.slow.every,
+        min_ahead=cfg.slow.min_ahead,
     )
     table = pd.DataFrame(
         {
@@ -90,23 +90,23 @@ def boundary_reading(first, bound, rho_pred, ratios, gammas_c, cfg):
     ``ctrl_strength``), the prediction's miss and agreement at the small inits, the
     boundary's slope per panel with its bootstrap interval; ``glue`` and ``table``."""
     top, bottom = gammas_c.index(max(gammas_c)), gammas_c.index(min(gammas_c))
-    at_strong = list(ratios).index(cfg.strong_ratio)
+    at_strong = list(ratios).index(cfg.read.strong_ratio)
     corner = {k: (f[top, at_strong], f[bottom, at_strong]) for k, f in first.items()}
     # where the control's winner is strength's: the stronger family first wherever rho != 1
     off_one = ratios != 1
     ctrl_f = first["gradient descent, control"][:, off_one]
     ctrl_strength = ctrl_f == np.sign(np.log(ratios[off_one]))[None, :, None]
     # the measured boundary against the prediction, at the small inits
-    small_c = np.array(gammas_c) >= cfg.small_from
+    small_c = np.array(gammas_c) >= cfg.read.small_from
     miss = np.abs(bound["gradient descent"] - np.log(rho_pred))  # |ln rho*_meas - ln rho*_pred|
-    agree = miss[small_c] <= np.log(cfg.agree_factor)
+    agree = miss[small_c] <= np.log(cfg.read.agree_factor)
     slopes = {k: order.slope_interval(gammas_c, bound[k], seed=0) for k in bound}
     fold = lambda v: float(np.exp(np.median(v)))
     gd, ctrl = slopes["gradient descent"], slopes["gradient descent, control"]
     glue = dict(
-        strong_ratio=cfg.strong_ratio,
-        agree_factor=cfg.agree_factor,
-        small_from=cfg.small_from,
+        strong_ratio=cfg.read.strong_ratio,
+        agree_factor=cfg.read.agree_factor,
+        small_from=cfg.read.small_from,
         agree_small=share(agree.sum(), agree.size),
         miss_small_max=float(np.exp(miss[small_c].max())),
         miss_large_max=float(np.exp(miss[~small_c].max())),
@@ -126,9 +126,9 @@ def boundary_reading(first, bound, rho_pred, ratios, gammas_c, cfg):
         gamma_top=gammas_c[top],
         gamma_bottom=gammas_c[bottom],
         ctrl_boundary=fold(bound["gradient descent, control"]),
-        gd_lr=cfg.gd_lr,
-        gd_lr_large=cfg.gd_lr_large,
-        large_below=cfg.large_below,
+        gd_lr=cfg.gd.lr,
+        gd_lr_large=cfg.gd.lr_large,
+        large_below=cfg.gd.large_below,
         ratio_step=float(2.0 ** np.diff(cfg.log2_ratios)[0]),
         n_seeds_c=count(len(cfg.seeds), "seed"),
     )
@@ -220,7 +220,7 @@ def lazy_numbers(lz, seeds, cfg) -> dict:
     """The lazy arm against Adam from small and large init, in numbers and words."""
     climbs = lambda arm: f"{count(lz.climbed[arm].sum(), 'seed')} of {len(seeds)}"  # "1 seed of 3"
     return dict(
-        lazy_gamma=cfg.lazy_gamma,
+        lazy_gamma=cfg.lazy.gamma,
         lazy_moved=float(lz.moved_end[LAZY].max()),
         small_moved=float(lz.moved_end[SMALL].min()),
         adam_large_moved=float(lz.moved_end[ADAM_LARGE].min()),

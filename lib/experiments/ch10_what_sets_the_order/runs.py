@@ -63,12 +63,12 @@ def competing_runs(model, tasks: dict, cfg, optimizer: str, device) -> tuple[Swe
     lr = [
         cfg.adam_lr
         if optimizer != "gd"
-        else cfg.gd_lr_large
-        if rate < cfg.large_below
-        else cfg.gd_lr
+        else cfg.gd.lr_large
+        if rate < cfg.gd.large_below
+        else cfg.gd.lr
         for rate in sw["gamma"]
     ]
-    steps = cfg.gd_steps if optimizer == "gd" else cfg.adam_steps
+    steps = cfg.gd.steps if optimizer == "gd" else cfg.adam_steps
     log_at = np.union1d(
         np.arange(min(steps, 100) + 1), np.geomspace(1, steps, cfg.n_logs).astype(int)
     )
@@ -125,7 +125,7 @@ def lazy_runs(lazy_arms: dict, task2, seeds, cfg, stair, device) -> dict:
         lazy[name] = staircase_runs.run_bits(
             seeds=seeds,
             gammas=[rate],
-            steps=cfg.lazy_steps,
+            steps=cfg.lazy.steps,
             optimizer=opt,
             lr=lr,
             log_at=stair.n_logs,
