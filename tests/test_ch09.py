@@ -28,18 +28,18 @@ def test_staircase_config_is_chapter_2s_and_refuses_a_mismatch():
 
 def _small(cfg):
     small = {"ov.d_model": 16, "ov.d_hidden": 16, "n_logs": 4}
-    return apply_settings(cfg, small | {"reading.null_perm": 5, "reading.n_boot": 50})
+    return apply_settings(cfg, small | {"readings.null_perm": 5, "readings.n_boot": 50})
 
 
 @pytest.mark.parametrize("ov", ["learned", "identity"])
 def test_the_sweep_runs_and_is_summarized_per_instance(ov):
     cfg = _small(config(ex, "ci"))
-    task = st.parity_task(4, 8, cfg.reading.null_perm)
+    task = st.parity_task(4, 8, cfg.readings.null_perm)
     sw = ex.rate_sweep((0.1, 1.0), (0, 1))
     for qk in cfg.qk_kinds:
         model = ex.attention_model(task.data, cfg.ov.d_model, cfg.ov.d_hidden, qk, ov)
         h = ex.train_rates(cfg, model, task, sw, "cpu", steps=12, n_logs=4)
-        floor = nulls.run_floors(h, cfg.reading.null_q)
+        floor = nulls.run_floors(h, cfg.readings.null_q)
         assert set(floor) == {0, 1} and h["null1"].shape[1:] == (4, 5)
         ds = ex.stair_summary(h, sw, floor, cfg)
         assert ds["escape1"].dims == ("r", "seed") and ds["escape1"].shape == (2, 2)
@@ -92,7 +92,7 @@ def test_counted_needs_convergence_and_a_majority_of_seeds_at_the_rate():
 def test_exponent_reads_only_rates_where_the_premise_holds_in_every_counted_seed():
     import xarray as xr
 
-    cfg = apply_settings(config(ex, "ci"), {"reading.min_fit_rates": 3, "reading.n_boot": 100})
+    cfg = apply_settings(config(ex, "ci"), {"readings.min_fit_rates": 3, "readings.n_boot": 100})
     r = np.array([0.01, 0.1, 1.0, 10.0])
     seeds = np.arange(4)
     y = 100 * r[:, None] ** -0.5 * np.ones((1, 4))

@@ -227,7 +227,7 @@ class Config(ChapterConfig):
         spaced logging steps (:func:`lib.training.engine.log_grid`).
     ov, stair: the learned-OV model and its task (:class:`LearnedOV`), and the runs of
         Chapter 2's staircase model (:class:`StaircaseRuns`).
-    reading: the rules every run is read by: permutation floors, convergence, attention's
+    readings: the rules every run is read by: permutation floors, convergence, attention's
         thresholds, exponent fits and the statistics (:class:`Readings`).
     control: the negative controls (:class:`NegativeControls`).
     shk: the Shakespeare LM (:class:`Shakespeare`).
@@ -242,7 +242,7 @@ class Config(ChapterConfig):
     n_logs: int = 32
     ov: LearnedOV = LearnedOV()
     stair: StaircaseRuns = StaircaseRuns()
-    reading: Readings = Readings()
+    readings: Readings = Readings()
     control: NegativeControls = NegativeControls()
     shk: Shakespeare = Shakespeare()
 
@@ -254,7 +254,7 @@ OVERRIDES = {
         steps=400,
         n_logs=24,
         stair=dict(steps=300),
-        reading=dict(null_perm=50, n_boot=500, n_perm=1000),
+        readings=dict(null_perm=50, n_boot=500, n_perm=1000),
         control=dict(r_grid=(0.1, 1.0, 10.0), seeds=(0,), stair_r_grid=(0.1,)),
         shk=dict(seeds=(0,)),
     ),

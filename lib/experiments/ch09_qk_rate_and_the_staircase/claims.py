@@ -67,7 +67,7 @@ def ledger(
         "failed-saturated",
         "every instance that fails to converge at the fastest rate "
         "with a failure ends with a saturated readout softmax (largest weight above "
-        f"{cfg.reading.saturated:g}, mean over sequences)",
+        f"{cfg.readings.saturated:g}, mean over sequences)",
         holds=counted(fail.sat),
         verdict=MEASURED,
         values=fast["attn_max"].values if len(fast) else [np.nan],
@@ -80,7 +80,7 @@ def ledger(
             f"ov-suppression-{qk}",
             f"learned-OV model, {qk} QK: the final R1 falls with r "
             f"(Spearman over the instances that count, within-seed permutation p below "
-            f"{cfg.reading.alpha:g})",
+            f"{cfg.readings.alpha:g})",
             holds=trend_resolved[qk],
             values=list(tests["ov", qk, "R1"][:4]),
             unit="rho, p, lo, hi",
@@ -89,9 +89,9 @@ def ledger(
     claims.check(
         "trend-control",
         "negative control of the trend test: on the learned-OV control's final R1 (no rule, "
-        f"so nothing to suppress) it finds no trend (p at least {cfg.reading.alpha:g}, "
+        f"so nothing to suppress) it finds no trend (p at least {cfg.readings.alpha:g}, "
         "one test at that level)",
-        holds=ctl_trend.p >= cfg.reading.alpha,
+        holds=ctl_trend.p >= cfg.readings.alpha,
         values=[ctl_trend.rho, ctl_trend.p],
         unit="rho, p",
     )
@@ -114,7 +114,7 @@ def ledger(
     claims.section("sec-qkrate-theory")
     claims.check(
         "early-slopes-ordered",
-        f"the attention's distance from uniform at step {cfg.reading.t_early} "
+        f"the attention's distance from uniform at step {cfg.readings.t_early} "
         "scales more steeply with r for factorized QK (predicted r^2) than for collapsed "
         "(predicted r): the bootstrap intervals of the two exponents do not overlap",
         holds=slopes_ordered(theory),
@@ -122,7 +122,7 @@ def ledger(
         verdict=MEASURED,
     )
     what_of = {
-        "D_early": f"distance from uniform at step {cfg.reading.t_early}",
+        "D_early": f"distance from uniform at step {cfg.readings.t_early}",
         "leave": "step at which attention leaves uniform",
     }
     flat = escape_flat(theory, cfg)
@@ -133,7 +133,7 @@ def ledger(
                 f"exponent-{name.replace('_', '-').lower()}-{qk}",
                 f"{qk} QK: the exponent "
                 f"in r of the {what} has the predicted value {pred:.2g} inside its bootstrap "
-                f"interval (at least {cfg.reading.min_fit_rates} rates)",
+                f"interval (at least {cfg.readings.min_fit_rates} rates)",
                 holds=bool(fit.lo <= pred <= fit.hi),
                 values=list(fit),
                 verdict=MEASURED,
@@ -142,8 +142,8 @@ def ledger(
             f"escape-flat-{qk}",
             f"{qk} QK: the bit-1 escape step does not depend on r over "
             "the counted rates (the bootstrap interval of its exponent lies inside "
-            f"+-{cfg.reading.escape_flat_tol:g}, the chapter's first tolerance; at least "
-            f"{cfg.reading.min_fit_rates} rates)",
+            f"+-{cfg.readings.escape_flat_tol:g}, the chapter's first tolerance; at least "
+            f"{cfg.readings.min_fit_rates} rates)",
             holds=flat[qk],
             values=list(fits[qk, "escape1"]),
             verdict=MEASURED,

@@ -64,7 +64,7 @@ def read_theory(runs: Runs, cfg) -> Theory:
 def exponent_table(theory: Theory, cfg) -> list[dict]:
     """One row per exponent: its interval, its rates and its predicted value."""
     fitted = {
-        "D_early": f"distance from uniform at step {cfg.reading.t_early}",
+        "D_early": f"distance from uniform at step {cfg.readings.t_early}",
         "leave": "leave step",
         "escape1": "escape step",
     }
@@ -82,7 +82,7 @@ def exponent_table(theory: Theory, cfg) -> list[dict]:
 
 def escape_flat(theory: Theory, cfg) -> dict:
     """Per QK parameterization: does the escape exponent's interval lie inside the tolerance?"""
-    tol = cfg.reading.escape_flat_tol
+    tol = cfg.readings.escape_flat_tol
     fits = theory.fits
     return {
         qk: bool(abs(fits[qk, "escape1"].lo) <= tol and abs(fits[qk, "escape1"].hi) <= tol)
@@ -101,9 +101,9 @@ def theory_numbers(theory: Theory, cfg) -> dict:
     return (
         {f"n_quasi_{qk}": n for qk, n in theory.n_quasi.items()}
         | dict(
-            min_fit_rates=cfg.reading.min_fit_rates,
-            escape_flat_tol=cfg.reading.escape_flat_tol,
-            t_early=cfg.reading.t_early,
+            min_fit_rates=cfg.readings.min_fit_rates,
+            escape_flat_tol=cfg.readings.escape_flat_tol,
+            t_early=cfg.readings.t_early,
         )
         | {
             f"fit_{n}_{qk}_words": exponent_words(theory.fits[qk, n], theory.n_rates[qk, n], cfg)

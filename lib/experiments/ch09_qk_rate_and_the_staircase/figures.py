@@ -43,7 +43,7 @@ def fig_diverge(runs: Runs, cfg):
             for kk in k[~ok]:
                 ax.plot(h.steps[1:], h[name][1:, kk], color=QK_COLOR[qk], ls=":", lw=1)
             ax.set(yscale="log")
-        axes[0, j].axhline(cfg.reading.conv_frac * np.log(2), color=COLORS["null"], ls="--")
+        axes[0, j].axhline(cfg.readings.conv_frac * np.log(2), color=COLORS["null"], ls="--")
         axes[0, j].set(title=f"{qk} QK, r = {r_top:g}", ylabel="loss")
         axes[1, j].set(xlabel="Adam step", ylabel="$\\|W_{QK}\\|$")
     plt.tight_layout()
@@ -110,7 +110,7 @@ def fig_suppression(runs: Runs, cfg, run_kw: dict):
                 s=18,
             )
             climb = statistics.share_band(
-                climbs[arm, qk], cfg.reading.n_boot, cfg.reading.stat_seed
+                climbs[arm, qk], cfg.readings.n_boot, cfg.readings.stat_seed
             )
             ok = np.isfinite(climb[:, 0])
             axes[1, j].plot(rr[ok], climb[ok, 0], color=ARM_COLOR[arm], marker="o", ms=3)
@@ -186,7 +186,7 @@ def fig_theory(runs: Runs, cfg):
         xscale="log",
         yscale="log",
         xlabel="$r$",
-        ylabel=f"distance from uniform, step {cfg.reading.t_early}",
+        ylabel=f"distance from uniform, step {cfg.readings.t_early}",
     )
     ax.legend()
     plt.tight_layout()

@@ -68,7 +68,7 @@ def exponent_words(fit, n, cfg) -> str:
     """An exponent with its interval and the rates it was fitted over, or why there is none."""
     if not np.isfinite(fit.value):
         verb = "qualify" if n > 1 else "qualifies"
-        return f"not fitted ({count(n, 'rate')} {verb}, fewer than {cfg.reading.min_fit_rates})"
+        return f"not fitted ({count(n, 'rate')} {verb}, fewer than {cfg.readings.min_fit_rates})"
     return f"{fit.value:+.2f} [{fit.lo:+.2f}, {fit.hi:+.2f}] over {count(n, 'rate')}"
 
 
@@ -179,7 +179,9 @@ def converged_counts(runs: Runs, cfg) -> pd.DataFrame:
 
 def convergence_numbers(cfg) -> dict:
     """The convergence rule, for the text."""
-    return dict(conv_frac=cfg.reading.conv_frac, conv_loss=float(cfg.reading.conv_frac * np.log(2)))
+    return dict(
+        conv_frac=cfg.readings.conv_frac, conv_loss=float(cfg.readings.conv_frac * np.log(2))
+    )
 
 
 @dataclass
@@ -199,10 +201,10 @@ def read_failures(runs: Runs, cfg) -> Failures:
     stuck = failed_instances({(ARM_NAME[a], q): ds for (a, q), ds in runs.summary.items()})
     n_inst = sum(ds["converged"].size for ds in runs.summary.values())
     fast = stuck[stuck["r"] == stuck["r"].max()] if len(stuck) else stuck
-    sat = fast["attn_max"] > cfg.reading.saturated if len(fast) else pd.Series([], dtype=bool)
+    sat = fast["attn_max"] > cfg.readings.saturated if len(fast) else pd.Series([], dtype=bool)
     ratio = (fast["qk_norm"] / fast["qk_norm_converged"]).dropna() if len(fast) else []
     numbers = dict(stuck_words=of(len(stuck), n_inst), n_inst=n_inst) | dict(
-        saturated=cfg.reading.saturated,
+        saturated=cfg.readings.saturated,
         fast_r=float(stuck["r"].max()) if len(stuck) else np.nan,
         fast_saturated=int(sat.sum()),
         fast_n=len(fast),
@@ -257,7 +259,7 @@ def trend(runs: Runs, arm, qk, name, cfg, alternative="less"):
     ds = runs.summary[arm, qk]
     y = where_counted(ds, name).ravel()
     sw = runs.sweep[arm]
-    rd = cfg.reading
+    rd = cfg.readings
     return statistics.trend_test(
         sw["r"], y, sw["seed"], alternative, rd.n_perm, rd.n_boot, rd.stat_seed
     )
@@ -277,7 +279,7 @@ def control_trend(ctl: Controls, cfg):
     """The same trend test on the learned-OV control's final R1 (no rule: no trend)."""
     sw = ctl.sweep["ov"]
     R1 = ctl.summary["ov"]["R1"].values.ravel()
-    rd = cfg.reading
+    rd = cfg.readings
     return statistics.trend_test(
         sw["r"], R1, sw["seed"], "less", rd.n_perm, rd.n_boot, rd.stat_seed
     )
@@ -306,7 +308,7 @@ def stair_climbs(runs: Runs, cfg) -> np.ndarray:
 
 def resolved(tests: dict, cfg) -> dict:
     """Per QK parameterization: is the learned-OV model's R1 trend resolved?"""
-    return {qk: tests["ov", qk, "R1"].p < cfg.reading.alpha for qk in cfg.qk_kinds}
+    return {qk: tests["ov", qk, "R1"].p < cfg.readings.alpha for qk in cfg.qk_kinds}
 
 
 def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
@@ -323,7 +325,7 @@ def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
     r_fast = max(cfg.stair.r_grid)  # the staircase model at its fastest rate: medians over seeds
     at_fast = lambda q, name: np.nanmedian(where_counted(summary["stair", q], name)[-1])
     return (
-        dict(alpha=cfg.reading.alpha)
+        dict(alpha=cfg.readings.alpha)
         | {f"trend_words_{qk}": rho_words(tests["ov", qk, "R1"]) for qk in cfg.qk_kinds}
         | {f"climb_words_{qk}": rho_words(tests["ov", qk, "climbed"], False) for qk in cfg.qk_kinds}
         | {f"trend_word_{qk}": "resolved" if res[qk] else "unresolved" for qk in cfg.qk_kinds}
@@ -337,7 +339,7 @@ def suppression_numbers(runs: Runs, tests: dict, ctl_trend, cfg) -> dict:
             stair_over_min=float(np.nanmin(stair_over)),
             ctl_trend_words=rho_words(ctl_trend, False),
             ctl_trend_word="no trend"
-            if ctl_trend.p >= cfg.reading.alpha
+            if ctl_trend.p >= cfg.readings.alpha
             else "a trend, where none should be",
             ctl_trend_n=ctl_trend.n,
             stair_r_fast=r_fast,
@@ -384,7 +386,7 @@ def read_matched(runs: Runs, cfg) -> Matched:
     seed_all = np.concatenate([sweep["ov"]["seed"]] * len(keys))[cnt]
     r_all = np.concatenate([sweep["ov"]["r"]] * len(keys))[cnt]
     qk_all = np.repeat(cfg.qk_kinds, sweep["ov"].K)[cnt]
-    rd = cfg.reading
+    rd = cfg.readings
     corr = {
         n: statistics.trend_test(
             read[n], read["R1"], seed_all, "two-sided", rd.n_perm, rd.n_boot, rd.stat_seed

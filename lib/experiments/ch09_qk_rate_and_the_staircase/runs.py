@@ -106,7 +106,7 @@ def train_rates(
         optimizer="adam",
         lr=cfg.lr,
         group_lr={"qk": cfg.lr * sw.tensor("r", device=device)},
-        log_at=engine.log_grid(steps, n_logs, extra=[cfg.reading.t_early]),
+        log_at=engine.log_grid(steps, n_logs, extra=[cfg.readings.t_early]),
         callbacks=callbacks,
         frozen=("P",),
         desc=desc,
@@ -131,7 +131,7 @@ def run_controls(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Contr
     run read against the rule's signatures (and, ``own_``, against the shuffled labels')."""
     ctl, ctl_hist, ctl_sw, own_floor, ctl_floor = {}, {}, {}, {}, {}
     for arm, grid in (("ov", cfg.control.r_grid), ("stair", cfg.control.stair_r_grid)):
-        blind, own = st.gate_blind(task[arm], cfg.control.seed, cfg.reading.null_perm)
+        blind, own = st.gate_blind(task[arm], cfg.control.seed, cfg.readings.null_perm)
         ctl_sw[arm] = rate_sweep(grid, cfg.control.seeds)
         model = attention_model(blind.data, qk="factorized", **model_kw[arm])
         ctl_hist[arm] = train_rates(
@@ -146,8 +146,8 @@ def run_controls(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Contr
             also={"own_": own},
         )
         # its own permutation floor
-        ctl_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.reading.null_q)
-        own_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.reading.null_q, prefix="own_")[1]
+        ctl_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.readings.null_q)
+        own_floor[arm] = nulls.run_floors(ctl_hist[arm], cfg.readings.null_q, prefix="own_")[1]
         ctl[arm] = stair_summary(ctl_hist[arm], ctl_sw[arm], ctl_floor[arm], cfg)
     return Controls(ctl, ctl_hist, ctl_sw, ctl_floor, own_floor)
 
@@ -174,6 +174,6 @@ def run_rates(cfg, task: dict, model_kw: dict, run_kw: dict, device) -> Runs:
             steps, n_logs = run_kw[arm]["steps"], run_kw[arm]["n_logs"]
             h = train_rates(cfg, model, task[arm], sweep[arm], device, steps, n_logs, f"{arm} {qk}")
             hist[arm, qk] = h
-            floor[arm, qk] = nulls.run_floors(h, cfg.reading.null_q)
+            floor[arm, qk] = nulls.run_floors(h, cfg.readings.null_q)
             summary[arm, qk] = stair_summary(h, sweep[arm], floor[arm, qk], cfg)
     return Runs(hist, summary, sweep, floor)

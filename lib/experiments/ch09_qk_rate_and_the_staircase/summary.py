@@ -15,17 +15,17 @@ POSITIONS = ("key", "anchor", "gate")
 def stair_summary(h, sw: Sweep, floor: dict, cfg):
     """The per-instance numbers of one run as an ``xarray.Dataset`` over the sweep axes.
 
-    ``converged`` (the final loss on the whole task is below ``cfg.reading.conv_frac * ln 2``),
+    ``converged`` (the final loss on the whole task is below ``cfg.readings.conv_frac * ln 2``),
     ``counted`` (converged, at a rate where more than half of the seeds converged),
     ``onset0``, ``onset1`` (:func:`lib.measure.onsets.stair_onsets` against the run's floor
     ``floor``, ``inf``: never above it), ``climbed`` (``onset1`` finite), ``escape1`` (:func:`lib.measure.onsets.escape_steps`),
     ``leave`` (first logged step at which the readout row's distance from uniform reaches
-    ``cfg.reading.delta``; ``inf``: never), attention on each position at init, on the bit-1
+    ``cfg.readings.delta``; ``inf``: never), attention on each position at init, on the bit-1
     plateau (median over :func:`lib.measure.plateaus.plateau_mask`) and at the end, final ``R0``,
     ``R1``, ``loss``, the peak of ``R1``, the largest loss after the first logged step
     (``loss_peak``), and at the end the readout's largest attention weight
     (``attn_max_end``) and the norm of W_QK (``qk_norm_end``, with ``qk_norm_early`` at
-    ``cfg.reading.t_early``).
+    ``cfg.readings.t_early``).
     """
     import xarray as xr
 
@@ -33,9 +33,9 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg):
     on0 = onsets.stair_onsets(steps, h["R0"], floor[0])
     on1 = onsets.stair_onsets(steps, h["R1"], floor[1])
     esc = onsets.escape_steps(steps, h["bit1"])
-    leave = onsets.onset_step(steps, h["attn_dist"], cfg.reading.delta).numpy()
+    leave = onsets.onset_step(steps, h["attn_dist"], cfg.readings.delta).numpy()
     plateau = plateaus.plateau_mask(steps, h["bit1"], on0)
-    converged = h["loss_all"][-1] < cfg.reading.conv_frac * np.log(2)
+    converged = h["loss_all"][-1] < cfg.readings.conv_frac * np.log(2)
     conv_rs = converged.reshape(sw.shape)  # (r, seed)
     rate_counts = conv_rs.mean(1) > 0.5
     A = h["attn"]  # (n_logs, K, L)
@@ -58,8 +58,8 @@ def stair_summary(h, sw: Sweep, floor: dict, cfg):
         "bit1_loss": h["bit1"][-1],
         "attn_max_end": h["attn_max"][-1],
         "qk_norm_end": h["qk_norm"][-1],
-        "qk_norm_early": h.at("qk_norm", cfg.reading.t_early),
-        "D_early": h.at("attn_dist", cfg.reading.t_early),
+        "qk_norm_early": h.at("qk_norm", cfg.readings.t_early),
+        "D_early": h.at("attn_dist", cfg.readings.t_early),
     }
     for j, pos in enumerate(POSITIONS):
         out[f"{pos}_init"] = A[0, :, j]
@@ -117,12 +117,12 @@ def exponent(ds, r_grid, name: str, premise: np.ndarray, cfg):
     """The exponent in r of the median of ``name`` over seeds, with its bootstrap interval
     (:func:`lib.measure.statistics.loglog_exponent`), over the counted rates at which ``premise``
     ((r, seed) booleans) holds in every counted seed. Returns ``(Interval, n_rates)``; the
-    exponent is NaN where fewer than ``cfg.reading.min_fit_rates`` rates qualify."""
+    exponent is NaN where fewer than ``cfg.readings.min_fit_rates`` rates qualify."""
     Y = where_counted(ds, name)
     cnt = ds["counted"].values
     ok = cnt.any(1) & np.all(premise | ~cnt, axis=1)
     Y[~ok] = np.nan
     fit = statistics.loglog_exponent(
-        r_grid, Y, cfg.reading.min_fit_rates, cfg.reading.n_boot, cfg.reading.stat_seed
+        r_grid, Y, cfg.readings.min_fit_rates, cfg.readings.n_boot, cfg.readings.stat_seed
     )
     return fit, int(ok.sum())

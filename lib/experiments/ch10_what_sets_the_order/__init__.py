@@ -162,7 +162,7 @@ class Config(ChapterConfig):
     seeds: the seeds of every competing-orders run and of the lazy arm.
     n_logs: logged steps per competing-orders run (log-spaced, with every early step).
     adam_lr, adam_steps: the Adam arm of the competing-orders runs, at Chapter 2's rate.
-    slow, comp, gd, read, lazy: the time-resolved arm (:class:`SlowArm`), the
+    slow, comp, gd, readings, lazy: the time-resolved arm (:class:`SlowArm`), the
         competing-orders task and model (:class:`CompetingOrders`), its gradient descent
         (:class:`GradientDescent`), the readings of the diagram (:class:`Readings`) and the
         lazy arm (:class:`LazyArm`).
@@ -177,7 +177,7 @@ class Config(ChapterConfig):
     slow: SlowArm = SlowArm()
     comp: CompetingOrders = CompetingOrders()
     gd: GradientDescent = GradientDescent()
-    read: Readings = Readings()
+    readings: Readings = Readings()
     lazy: LazyArm = LazyArm()
 
 

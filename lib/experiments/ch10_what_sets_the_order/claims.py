@@ -72,7 +72,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "small-init-context-order",
         f"smallest init, gradient descent: with the order-1 "
-        f"family {cfg.read.strong_ratio:g}x stronger, the order-0 family still escapes first "
+        f"family {cfg.readings.strong_ratio:g}x stronger, the order-0 family still escapes first "
         "(every seed)",
         holds=corner["gradient descent"][0] == -1,
         values=corner["gradient descent"][0],
@@ -80,7 +80,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     )
     claims.check(
         "large-init-strength",
-        f"largest init, gradient descent: the {cfg.read.strong_ratio:g}x "
+        f"largest init, gradient descent: the {cfg.readings.strong_ratio:g}x "
         "stronger order-1 family escapes first (every seed)",
         holds=corner["gradient descent"][1] == 1,
         values=corner["gradient descent"][1],
@@ -89,7 +89,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "small-init-context-order-adam",
         f"smallest init, Adam: with the order-1 family "
-        f"{cfg.read.strong_ratio:g}x stronger, the order-0 family still escapes first (every "
+        f"{cfg.readings.strong_ratio:g}x stronger, the order-0 family still escapes first (every "
         "seed)",
         holds=corner["Adam"][0] == -1,
         values=corner["Adam"][0],
@@ -106,7 +106,7 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     claims.check(
         "control-corner-fails",
         f"negative control: at the smallest init the control's "
-        f"{cfg.read.strong_ratio:g}x stronger family is not overtaken (the small-init corner "
+        f"{cfg.readings.strong_ratio:g}x stronger family is not overtaken (the small-init corner "
         "check fails on it, every seed)",
         holds=corner["gradient descent, control"][0] != -1,
         values=corner["gradient descent, control"][0],
@@ -132,8 +132,8 @@ def ledger(claims: Ledger, cfg, tr, drive_slope, power, br, lead, lazy, lz) -> N
     )
     claims.check(
         "boundary-prediction-small",
-        f"small init (gamma >= {cfg.read.small_from:g}): the "
-        f"predicted boundary is within a factor {cfg.read.agree_factor:g} of the measured one "
+        f"small init (gamma >= {cfg.readings.small_from:g}): the "
+        f"predicted boundary is within a factor {cfg.readings.agree_factor:g} of the measured one "
         "(every init and seed)",
         holds=br.agree.reshape(-1),
         unit="x off",

@@ -90,23 +90,23 @@ def boundary_reading(first, bound, rho_pred, ratios, gammas_c, cfg):
     ``ctrl_strength``), the prediction's miss and agreement at the small inits, the
     boundary's slope per panel with its bootstrap interval; ``glue`` and ``table``."""
     top, bottom = gammas_c.index(max(gammas_c)), gammas_c.index(min(gammas_c))
-    at_strong = list(ratios).index(cfg.read.strong_ratio)
+    at_strong = list(ratios).index(cfg.readings.strong_ratio)
     corner = {k: (f[top, at_strong], f[bottom, at_strong]) for k, f in first.items()}
     # where the control's winner is strength's: the stronger family first wherever rho != 1
     off_one = ratios != 1
     ctrl_f = first["gradient descent, control"][:, off_one]
     ctrl_strength = ctrl_f == np.sign(np.log(ratios[off_one]))[None, :, None]
     # the measured boundary against the prediction, at the small inits
-    small_c = np.array(gammas_c) >= cfg.read.small_from
+    small_c = np.array(gammas_c) >= cfg.readings.small_from
     miss = np.abs(bound["gradient descent"] - np.log(rho_pred))  # |ln rho*_meas - ln rho*_pred|
-    agree = miss[small_c] <= np.log(cfg.read.agree_factor)
+    agree = miss[small_c] <= np.log(cfg.readings.agree_factor)
     slopes = {k: order.slope_interval(gammas_c, bound[k], seed=0) for k in bound}
     fold = lambda v: float(np.exp(np.median(v)))
     gd, ctrl = slopes["gradient descent"], slopes["gradient descent, control"]
     glue = dict(
-        strong_ratio=cfg.read.strong_ratio,
-        agree_factor=cfg.read.agree_factor,
-        small_from=cfg.read.small_from,
+        strong_ratio=cfg.readings.strong_ratio,
+        agree_factor=cfg.readings.agree_factor,
+        small_from=cfg.readings.small_from,
         agree_small=share(agree.sum(), agree.size),
         miss_small_max=float(np.exp(miss[small_c].max())),
         miss_large_max=float(np.exp(miss[~small_c].max())),
