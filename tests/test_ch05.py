@@ -131,3 +131,17 @@ def test_instances_label_every_source_gamma_and_seed():
             f"res_skip{k}" for k in range(2, max(c.chains.orders) + 1)
         ]
         assert all(n in ex.target_names(c) for n, _ in c.tests.paired_tests)
+
+
+def test_learned_pairs_each_chain_model_with_the_one_below_seed_by_seed():
+    cfg = config(ex, "ci")
+    inst = ex.instances(cfg, ["markov2", "markov3"])
+    n = len(cfg.seeds)
+    loss = np.zeros((4, len(inst)))
+    loss[-1, inst.index(source="markov3")] = 2.0 + 0.01 * np.arange(n)  # learned: lower
+    loss[-1, inst.index(source="markov2")] = 2.1
+    hist = engine.History(steps=np.arange(4), metrics={"chain_loss3": loss})
+    assert np.allclose(ex.runs.learned(hist, inst, 3), -0.1 + 0.01 * np.arange(n))
+    assert ex.runs.learned(hist, inst, 2) is None  # no order-1 model, no order-2 windows
+    cut = engine.History(steps=np.arange(4), metrics={})
+    assert ex.runs.learned(cut, inst, 3) is None

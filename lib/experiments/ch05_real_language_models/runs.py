@@ -63,7 +63,7 @@ def train_run(cfg, D: dict, inst: Instances, device, desc: str) -> dict:
     """Train every instance on its own source's stream in one batched run (AdamW). Logs the
     increments' similarities (``S_E``, ``S_U``) and the n-gram picture on the text
     (``kl1`` .. ``kl4``: KL from the text's k-gram predictors, :mod:`lib.measure.ngram`;
-    ``chain_loss{o}``: the loss on windows of the order-o chains)."""
+    ``chain_loss{o}``: the loss on windows of the order-o chains, o >= 1)."""
     model = decoder(cfg, D["V"])
     params = build(model, inst["seed"], gamma=inst["gamma"], device=device)
     sources = list(dict.fromkeys(inst["source"]))
@@ -84,7 +84,7 @@ def train_run(cfg, D: dict, inst: Instances, device, desc: str) -> dict:
         o: fixed_windows(
             D["streams"][f"markov{o}"], cfg.train.n_eval_windows, cfg.model.context_len
         )
-        for o in (1, 2, 3)
+        for o in range(1, max(cfg.chains.orders) + 1)
         if f"markov{o}" in D["streams"]
     }
     callbacks |= ngram.ngram_callbacks(model, X_eval, models, chain)
@@ -172,7 +172,9 @@ class Results:
     against the real text's targets (``emb``), the chains' models against their own
     (``own_curves``), the unembedding's (``unemb``), the stairs (``st``, and per chain
     ``own``), the rows of the arms, each stair's positive and negative chain control and
-    the largest resolved stair (``k_res``). The page adds the later readings."""
+    the largest resolved stair (``k_res``), and whether each positive control's model learned
+    its stair's statistics at all (``learned``: :func:`learned`). The page adds the later
+    readings."""
 
     D: dict
     inst: Instances
@@ -190,6 +192,7 @@ class Results:
     ctrl: dict
     positive: dict
     negative: dict
+    learned: dict
     k_res: int
     order: dict | None = None
     pairs: dict | None = None
@@ -201,6 +204,19 @@ class Results:
     @property
     def steps(self):
         return self.hist.steps
+
+
+def learned(hist, inst: Instances, k: int) -> np.ndarray | None:
+    """Per seed, the order-k chain's model's loss on windows of its own chain minus the
+    order-(k-1) chain's model's loss on the same windows (nats; the last log). Below zero:
+    the model learned the order-k statistics that its positive control reads. None where
+    either model or the windows are not in the run."""
+    name = f"chain_loss{k}"
+    sources = set(inst["source"])
+    if name not in hist.metrics or not {f"markov{k}", f"markov{k - 1}"} <= sources:
+        return None
+    loss = hist[name][-1]
+    return loss[inst.index(source=f"markov{k}")] - loss[inst.index(source=f"markov{k - 1}")]
 
 
 def main_run(cfg, D: dict, device) -> Results:
@@ -241,5 +257,6 @@ def main_run(cfg, D: dict, device) -> Results:
         ctrl=ctrl,
         positive=positive,
         negative=negative,
+        learned={k: learned(hist, inst, k) for k in ks},
         k_res=rd.resolved(positive, cfg),
     )
