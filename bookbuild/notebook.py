@@ -173,16 +173,23 @@ class WriteFailed(RuntimeError):
 
 
 def execute_one(
-    md: Path, out: Path, stamp: str, root: Path = ROOT, published: Path | None = None
+    md: Path,
+    out: Path,
+    stamp: str,
+    root: Path = ROOT,
+    published: Path | None = None,
+    source: Path | None = None,
 ) -> None:
     """Execute chapter ``md`` in a fresh kernel (cwd: the book root) and write ``out``.
 
-    ``published``: where ``out`` will be published, named when the write fails."""
+    ``published``: where ``out`` will be published, named when the write fails.
+    ``source``: the chapter already read as a notebook (:func:`write_source`), so that
+    this process need not load jupytext (a fifth of a second of a worker's start)."""
     import nbformat
     from nbclient import NotebookClient
 
     kernels_over_ipc()
-    nb = check_chapter(md)
+    nb = nbformat.read(source, as_version=4) if source is not None else check_chapter(md)
     nb.metadata[STAMP_KEY] = stamp
     nb.metadata["book_chapter"] = md.stem.partition("_")[0]
     client = NotebookClient(
@@ -199,6 +206,14 @@ def execute_one(
         atomic_write(out, nbformat.writes(nb))
     except OSError as err:
         raise WriteFailed(write_error(err, published or out)) from None
+
+
+def write_source(md: Path, path: Path) -> None:
+    """Chapter ``md`` read and checked (:func:`check_chapter`), written to ``path`` as the
+    notebook that :func:`execute_one` runs."""
+    import nbformat
+
+    atomic_write(path, nbformat.writes(check_chapter(md)))
 
 
 def failure_line(err: BaseException) -> str:
@@ -251,7 +266,9 @@ def failed_reason(path: Path) -> str | None:
 WRITE_FAILED = 3  # a worker's exit status when its chapter ran but could not be written
 
 
-def run_child(md: str, out: str, stamp: str, root: str, published: str | None = None) -> int:
+def run_child(
+    md: str, out: str, stamp: str, root: str, published: str | None = None, source: str = ""
+) -> int:
     """One worker: execute one chapter; SIGTERM or SIGHUP shuts the kernel down before
     exiting (the first one: a second would cut the shutdown short)."""
     stopping = []
@@ -264,7 +281,8 @@ def run_child(md: str, out: str, stamp: str, root: str, published: str | None = 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     try:
-        execute_one(Path(md), Path(out), stamp, Path(root), published and Path(published))
+        execute_one(Path(md), Path(out), stamp, Path(root), published and Path(published),
+                    Path(source) if source else None)  # fmt: skip
     except KeyboardInterrupt:
         print(f"{Path(md).stem}: interrupted")
         return 130

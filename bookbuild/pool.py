@@ -119,7 +119,8 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
             if pool.claims is not None:
                 env = dict(env, BOOK_CLAIMS_DIR=str(folder / "claims"))
             cmd = [sys.executable, "-c", _CHILD, notebook.__file__, str(job.md),
-                   str(folder / job.out.name), job.stamp, str(pool.root), str(job.out)]  # fmt: skip
+                   str(folder / job.out.name), job.stamp, str(pool.root), str(job.out),
+                   _source(job, folder)]  # fmt: skip
             # The worker runs bookbuild/notebook.py alone, without importing its package;
             # the kernel runs in ``root`` with ``root`` first on its path, so a chapter
             # imports root's lib.
@@ -182,6 +183,18 @@ def run_pool(jobs: list[Job], pool: Pool, what: str = "") -> PoolResult:
         raise
     executor.shutdown()
     return result
+
+
+def _source(job: Job, folder: Path) -> str:
+    """The chapter read here, as a notebook in its staging ``folder``, for the worker to run
+    (it then starts without jupytext); "" where it cannot be read: the worker reads it
+    itself, and its error is the chapter's failure, as any other."""
+    path = folder / "source" / job.out.name
+    try:
+        notebook.write_source(job.md, path)
+    except Exception:
+        return ""
+    return str(path)
 
 
 PROGRESS = 60.0  # seconds between two "still running" lines of a chapter, by default
