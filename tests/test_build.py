@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from toybook import HEADER, PROJECT, alive, cli, make_toy, outlived, shared_folder
+from toybook import HEADER, PROJECT, alive, cli, executed_toy, make_toy, outlived, shared_folder
 
 from bookbuild import testcache
 from bookbuild.execute import execute
@@ -34,6 +34,12 @@ from bookbuild.timing import timing_table
 @pytest.fixture
 def toy(tmp_path: Path) -> Path:
     return make_toy(tmp_path)
+
+
+@pytest.fixture
+def executed(tmp_path: Path, tmp_path_factory) -> Path:
+    """The toy book with both chapters executed (a copy of the session's)."""
+    return executed_toy(tmp_path_factory, tmp_path / "toy")
 
 
 def _run(toy: Path, *args: str, env=None) -> str:
@@ -67,9 +73,10 @@ def _html(toy: Path, scale: str = "ci") -> dict[str, str]:
     return {p.stem: p.read_text() for p in pages.glob("*.html")}
 
 
-def test_a_lib_edit_reexecutes_only_the_chapters_that_import_it_and_the_html_shows_it(toy):
+def test_a_lib_edit_reexecutes_only_the_chapters_that_import_it_and_the_html_shows_it(executed):
     """A lib edit re-executes the chapters that import the module, and a scale change every
     chapter; the pages show the new values (one toy book, three builds)."""
+    toy = executed
     pages = _html(toy)
     assert "value 1" in pages["01_a"] and "word first" in pages["02_b"]
     assert "scale ci" in pages["01_a"]
@@ -192,7 +199,8 @@ def test_stage_refuses_a_notebook_without_outputs_and_names_it(toy, tmp_path):
         stage(executed, tmp_path / "staged", root=toy)
 
 
-def test_a_failing_chapter_is_named_in_one_line(toy):
+def test_a_failing_chapter_is_named_in_one_line(executed):
+    toy = executed  # chapter A up to date: B alone runs
     (toy / "chapters" / "02_b.md").write_text(HEADER + "\n```{code-cell} ipython3\n1 / 0\n```\n")
     p = cli(toy, "execute", str(toy / "build" / "executed"), "--root", str(toy))
     out, _ = p.communicate(timeout=300)

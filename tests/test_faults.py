@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from toybook import HEADER, PROJECT, alive, make, make_toy, toy_module
+from toybook import HEADER, PROJECT, alive, executed_toy, make, make_toy, toy_module
 
 from bookbuild.execute import execute
 from bookbuild.notebook import BuildError
@@ -219,15 +219,18 @@ def test_a_one_chapter_build_is_quiet_about_the_pages_it_did_not_execute(tmp_pat
     assert (toy / "_build" / "html" / "chapters" / "02_b.html").exists()  # the code, no outputs
 
 
-def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, monkeypatch):
+def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(
+    tmp_path, tmp_path_factory, monkeypatch
+):
     """``make try`` writes into build/try/<chapter>-<hash> alone: the book's executed
     notebooks, their stamps and claims are byte for byte what they were, and the book's
     own build afterwards finds the chapter up to date."""
     from bookbuild import trying
 
-    toy = make_toy(tmp_path / "toy")
+    toy = executed_toy(tmp_path_factory, tmp_path / "toy")  # a copy: its stamps still hold
     executed = toy / "build" / "executed"
-    execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    status = execute(executed, "ci", "cpu", toy, log=lambda *_: None)
+    assert status == {"01_a": "up to date", "02_b": "up to date"}
     before = {p.relative_to(executed): p.read_bytes() for p in executed.rglob("*") if p.is_file()}
 
     toy_module(monkeypatch, value=1)
@@ -241,12 +244,14 @@ def test_a_try_run_touches_neither_the_books_outputs_nor_its_stamps(tmp_path, mo
         trying.run_try("1", "valu=2", "ci", "cpu", toy, log=lambda *_: None, page=False)
 
 
-def test_a_failing_chapter_still_yields_every_page_a_banner_and_a_non_zero_exit(tmp_path):
+def test_a_failing_chapter_still_yields_every_page_a_banner_and_a_non_zero_exit(
+    tmp_path, tmp_path_factory
+):
     """``make book`` stopped at a chapter that failed and built no HTML at all: the index
     and the other pages were never built. Now every page is built, the failed one shows
     the cells that ran under a banner naming the error, and the command exits non-zero
     naming the chapter."""
-    toy = make_toy(tmp_path / "toy")
+    toy = executed_toy(tmp_path_factory, tmp_path / "toy")  # chapter A up to date
     (toy / "chapters" / "02_b.md").write_text(
         HEADER + "\n# B\n\n```{code-cell} ipython3\nprint('before the claim')\n```\n\n"
         "```{code-cell} ipython3\nraise AssertionError('claim x: partly, the chapter says new')\n```\n"

@@ -1,6 +1,7 @@
 """A toy two-chapter book, built by the tests of the build pipeline in a temporary folder
 (tests/test_build.py, tests/test_faults.py): the book's own build, on chapters of a second.
-Also: a folder built once per test session for the tests that only read it."""
+Also: a folder built once per test session for the tests that only read it, and a copy of
+the toy with both chapters executed, for the tests that start from an executed book."""
 
 from __future__ import annotations
 
@@ -139,4 +140,20 @@ def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], object]) 
             folder.mkdir()
             build(folder)
             done.touch()
+    return folder
+
+
+def _execute_toy(folder: Path) -> None:
+    from bookbuild.execute import execute
+
+    make_toy(folder)
+    execute(folder / "build" / "executed", "ci", "cpu", folder, log=lambda *a: None)
+
+
+def executed_toy(tmp_path_factory, folder: Path) -> Path:
+    """A copy, in ``folder``, of the toy book with both chapters executed at ci scale on the
+    CPU (executed once per test session). A chapter's stamp holds paths relative to the
+    book's folder, so the copy's chapters are up to date (a test that copies it says so)."""
+    shared = shared_folder(tmp_path_factory, "executed-toy", _execute_toy)
+    shutil.copytree(shared, folder, symlinks=True)
     return folder
