@@ -14,7 +14,10 @@ Each chapter ``chapters/NN_name.md`` has a package ``lib/experiments/chNN_name/`
 
 and whose modules hold the chapter's code: the runs (one call returns the results the page
 reads), the readings that turn them into glued numbers and tables, the figures, and the
-ledger of the chapter's claims. The page keeps the argument: a sentence, a short call, a
+ledger of the chapter's claims. The ``__init__`` imports none of them: the names it offers
+from its modules (``ex.fig_sweep``, ``ex.readings``) are imported the first time they are
+read (:func:`lazy_exports`), so reading a chapter's settings (``make try`` checks them
+before it starts) costs no torch, plotting or statistics. The page keeps the argument: a sentence, a short call, a
 figure, a glued number.
 
 A chapter starts with::
@@ -51,6 +54,7 @@ import difflib
 import importlib
 import pkgutil
 import platform
+import sys
 import types
 import typing
 from types import ModuleType
@@ -60,7 +64,15 @@ from ..env import SCALES, ConfigError, check_scale, get_device, get_scale, pertu
 from .ranges import check_ranges
 from .settings import apply_settings, differences, settings_from_env
 
-__all__ = ["ChapterConfig", "SubConfig", "config", "announce", "modules", "module_for"]
+__all__ = [
+    "ChapterConfig",
+    "SubConfig",
+    "config",
+    "announce",
+    "modules",
+    "module_for",
+    "lazy_exports",
+]
 
 
 def _conforms(value: Any, hint: Any) -> bool:
@@ -224,6 +236,64 @@ def module_for(chapter: str) -> ModuleType:
             f"{', '.join(sorted(found))}. Add the package lib/experiments/ch{chapter}/"
         )
     return found[chapter]
+
+
+def _names_first(clashes: dict[str, tuple[str, str]]) -> type:
+    """The class of a package that offers names its modules also have: when the import
+    system binds such a module to the package, the package keeps the name the module
+    defines, as ``from .gather import gather`` in its ``__init__`` would."""
+
+    class NamesFirst(ModuleType):
+        def __setattr__(self, name: str, value) -> None:
+            if name in clashes and getattr(value, "__name__", None) == f"{self.__name__}.{name}":
+                value = getattr(value, clashes[name][1])
+            super().__setattr__(name, value)
+
+    return NamesFirst
+
+
+def lazy_exports(package: str, names: dict[str, tuple[str, ...]]):
+    """``(__getattr__, __dir__)`` for the package ``package`` (PEP 562): it offers, for each
+    of its modules, the names ``names[module]`` (``"readout as smollm2_readout"`` renames
+    one), and each of its modules by name, each imported the first time it is read.
+
+    A chapter's ``__init__`` ends its imports with
+    ``__getattr__, __dir__ = lazy_exports(__name__, {"figures": ("fig_sweep",), ...})``;
+    ``ex.fig_sweep`` then imports ``figures`` and ``ex.readings`` the module ``readings``. A
+    name that is also a module's (``ex.model``, the function of the module ``model``) is
+    the name, as an import in the ``__init__`` would have made it.
+    """
+    where = {}
+    for module, found in names.items():
+        for entry in found:
+            name, _, alias = entry.partition(" as ")
+            where[alias or name] = (module, name)
+    own = sys.modules[package]
+    modules_of = {m.name for m in pkgutil.iter_modules(own.__path__)}
+    clashes = {n: where[n] for n in where if n in modules_of}
+    if clashes:  # a name that is also a module's (``gather`` of ``gather``): the name wins
+        own.__class__ = _names_first(clashes)
+
+    def __getattr__(name: str):
+        if name in where:
+            module, attr = where[name]
+            value = getattr(importlib.import_module(f"{package}.{module}"), attr)
+        elif name.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        else:
+            try:
+                value = importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as err:
+                if err.name != f"{package}.{name}":
+                    raise
+                raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        setattr(sys.modules[package], name, value)  # read once
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(where))
+
+    return __getattr__, __dir__
 
 
 def announce(module: ModuleType, cpu_threads: int | None = None):

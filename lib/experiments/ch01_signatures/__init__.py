@@ -15,32 +15,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig
-from .claims import ledger
-from .counting import (
-    agreement,
-    brute_force,
-    estimator_error,
-    on_device,
-    order1_only,
-    similarity,
-    upper,
-)
-from .figures import fig_shakespeare_chars, fig_t1_signatures, fig_t3_orders
-from .readings import (
-    bpe_signatures,
-    centring_agreement,
-    char_signatures,
-    gates_and_marginal,
-    modular_and_plain,
-    order1_table,
-    order_agreement,
-    shakespeare_chars,
-    t1_numbers,
-    t1_order0,
-    t3_numbers,
-    t3_orders,
-    vowel_block,
+from .. import ChapterConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "counting": (
+            "agreement",
+            "brute_force",
+            "estimator_error",
+            "on_device",
+            "order1_only",
+            "similarity",
+            "upper",
+        ),
+        "figures": (
+            "fig_shakespeare_chars",
+            "fig_t1_signatures",
+            "fig_t3_orders",
+        ),
+        "readings": (
+            "bpe_signatures",
+            "centring_agreement",
+            "char_signatures",
+            "gates_and_marginal",
+            "modular_and_plain",
+            "order1_table",
+            "order_agreement",
+            "shakespeare_chars",
+            "t1_numbers",
+            "t1_order0",
+            "t3_numbers",
+            "t3_orders",
+            "vowel_block",
+        ),
+    },
 )
 
 CHAPTER = "01_signatures"

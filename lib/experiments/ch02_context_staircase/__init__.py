@@ -17,45 +17,56 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, SubConfig
-from .claims import ledger
-from .figures import (
-    PANEL_HEIGHT,
-    draw_arm,
-    explorer,
-    explorers,
-    fig_key_staircase,
-    fig_staircase,
-    fig_staircase_attn,
-    fig_sweep,
-    staircase_figure,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "figures": (
+            "PANEL_HEIGHT",
+            "draw_arm",
+            "explorer",
+            "explorers",
+            "fig_key_staircase",
+            "fig_staircase",
+            "fig_staircase_attn",
+            "fig_sweep",
+            "staircase_figure",
+        ),
+        "names": (
+            "ATTN",
+            "ATTN_LARGE",
+            "CONTROL",
+            "MLP2",
+            "MLP3",
+            "ORDER_COLOR",
+            "SHORT",
+            "init_words",
+            "with_gammas",
+        ),
+        "readings": (
+            "attn_rate_table",
+            "escape_summary",
+            "large_init",
+            "onset_table",
+            "plateau_lengths",
+            "plateau_numbers",
+            "shown_onsets",
+            "signature_geometry",
+            "small_init",
+            "stability_numbers",
+            "sweep_escapes",
+            "sweep_numbers",
+        ),
+        "runs": (
+            "chapter_models",
+            "run_specs",
+            "stability_reruns",
+            "uniform_attention_gaps",
+        ),
+    },
 )
-from .names import (
-    ATTN,
-    ATTN_LARGE,
-    CONTROL,
-    MLP2,
-    MLP3,
-    ORDER_COLOR,
-    SHORT,
-    init_words,
-    with_gammas,
-)
-from .readings import (
-    attn_rate_table,
-    escape_summary,
-    large_init,
-    onset_table,
-    plateau_lengths,
-    plateau_numbers,
-    shown_onsets,
-    signature_geometry,
-    small_init,
-    stability_numbers,
-    sweep_escapes,
-    sweep_numbers,
-)
-from .runs import chapter_models, run_specs, stability_reruns, uniform_attention_gaps
 
 CHAPTER = "02_context_staircase"
 

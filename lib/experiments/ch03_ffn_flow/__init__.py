@@ -20,39 +20,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import SubConfig
+from .. import SubConfig, lazy_exports
 from ..expansion import CI_OVERRIDES, ExpansionCheck
-from .callbacks import (
-    escape_callback,
-    escape_slopes,
-    escape_steps,
-    exchange_pairs,
-    handover_callback,
-    seed_asymmetry,
-)
-from .claims import record_claims
-from .figures import fig_escape, fig_handover, fig_init_expansion, fig_linear_modes
-from .readings import (
-    escape_numbers,
-    escape_settings,
-    escape_table,
-    gram_numbers,
-    handover_numbers,
-    init_numbers,
-    init_table,
-    linear_numbers,
-    linear_table,
-    scaling_numbers,
-    task_numbers,
-)
-from .runs import (
-    init_check,
-    predict_escapes,
-    run_escape,
-    run_handover,
-    run_linear,
-    scaling_test,
-    t3_task,
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "callbacks": (
+            "escape_callback",
+            "escape_slopes",
+            "escape_steps",
+            "exchange_pairs",
+            "handover_callback",
+            "seed_asymmetry",
+        ),
+        "claims": ("record_claims",),
+        "figures": (
+            "fig_escape",
+            "fig_handover",
+            "fig_init_expansion",
+            "fig_linear_modes",
+        ),
+        "readings": (
+            "escape_numbers",
+            "escape_settings",
+            "escape_table",
+            "gram_numbers",
+            "handover_numbers",
+            "init_numbers",
+            "init_table",
+            "linear_numbers",
+            "linear_table",
+            "scaling_numbers",
+            "task_numbers",
+        ),
+        "runs": (
+            "init_check",
+            "predict_escapes",
+            "run_escape",
+            "run_handover",
+            "run_linear",
+            "scaling_test",
+            "t3_task",
+        ),
+    },
 )
 
 __all__ = [

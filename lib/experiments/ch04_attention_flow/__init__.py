@@ -21,52 +21,62 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import SubConfig
+from .. import SubConfig, lazy_exports
 from ..expansion import CI_OVERRIDES, ExpansionCheck
-from .claims import record_claims
-from .figures import fig_attn_init, fig_attn_time, fig_attn_where
-from .readings import (
-    control_numbers,
-    init_numbers,
-    scaling_numbers,
-    time_numbers,
-    tolerances,
-    uniform_numbers,
-    uniform_table,
-)
-from .runs import (
-    DYNAMICS,
-    dynamics_callback,
-    init_check,
-    quasi_static,
-    run_gd,
-    scaling_test,
-    t3_task,
-    uniform_at_init,
-    uniform_until_qk_moves,
-)
-from .where import (
-    ABLATED,
-    FREEZE_ATTN,
-    FREEZE_E,
-    IDENTITY_12,
-    IDENTITY_24,
-    LEARNED_12,
-    LEARNED_24,
-    WHERE_MODELS,
-    chapter2_config,
-    margin_numbers,
-    race_numbers,
-    race_reading,
-    race_table,
-    run_where,
-    where_numbers,
-    where_reading,
-    where_row,
-    where_run,
-    where_settings,
-    where_table,
-    where_tasks,
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("record_claims",),
+        "figures": (
+            "fig_attn_init",
+            "fig_attn_time",
+            "fig_attn_where",
+        ),
+        "readings": (
+            "control_numbers",
+            "init_numbers",
+            "scaling_numbers",
+            "time_numbers",
+            "tolerances",
+            "uniform_numbers",
+            "uniform_table",
+        ),
+        "runs": (
+            "DYNAMICS",
+            "dynamics_callback",
+            "init_check",
+            "quasi_static",
+            "run_gd",
+            "scaling_test",
+            "t3_task",
+            "uniform_at_init",
+            "uniform_until_qk_moves",
+        ),
+        "where": (
+            "ABLATED",
+            "FREEZE_ATTN",
+            "FREEZE_E",
+            "IDENTITY_12",
+            "IDENTITY_24",
+            "LEARNED_12",
+            "LEARNED_24",
+            "WHERE_MODELS",
+            "chapter2_config",
+            "margin_numbers",
+            "race_numbers",
+            "race_reading",
+            "race_table",
+            "run_where",
+            "where_numbers",
+            "where_reading",
+            "where_row",
+            "where_run",
+            "where_settings",
+            "where_table",
+            "where_tasks",
+        ),
+    },
 )
 
 __all__ = [

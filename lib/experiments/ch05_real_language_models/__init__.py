@@ -23,66 +23,80 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, SubConfig
-from .claims import HEADLINE, ledger
-from .figures import fig_ngram, fig_staircase
-from .readings import (
-    by_gamma,
-    control_table,
-    corpus_numbers,
-    corpus_stats,
-    gamma_numbers,
-    gamma_table,
-    kjv_numbers,
-    model_numbers,
-    ngram_numbers,
-    ngram_picture,
-    onset_order,
-    order_numbers,
-    paired_numbers,
-    paired_table,
-    paired_tests,
-    plateau,
-    plateau_numbers,
-    plateau_table,
-    scale_numbers,
-    specific_numbers,
-    specificity,
-    stair_numbers,
-    target_table,
-)
-from .runs import (
-    Results,
-    decoder,
-    first_gradient,
-    first_step,
-    fixed_windows,
-    instances,
-    log_at,
-    main_run,
-    read_run,
-    run_title,
-    train_run,
-)
-from .smollm2 import readout as smollm2_readout
-from .smollm2 import readout_numbers as smollm2_numbers
-from .smollm2 import readout_table as smollm2_table
-from .targets import (
-    LOADERS,
-    TITLE,
-    Run,
-    chain_orders,
-    chain_stream,
-    corpus_data,
-    orthogonal,
-    other_residual,
-    residual_names,
-    semipartial_agreement,
-    skip2_ceiling,
-    stair_k,
-    target_names,
-    targets,
-    unigram_stream,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": (
+            "HEADLINE",
+            "ledger",
+        ),
+        "figures": (
+            "fig_ngram",
+            "fig_staircase",
+        ),
+        "readings": (
+            "by_gamma",
+            "control_table",
+            "corpus_numbers",
+            "corpus_stats",
+            "gamma_numbers",
+            "gamma_table",
+            "kjv_numbers",
+            "model_numbers",
+            "ngram_numbers",
+            "ngram_picture",
+            "onset_order",
+            "order_numbers",
+            "paired_numbers",
+            "paired_table",
+            "paired_tests",
+            "plateau",
+            "plateau_numbers",
+            "plateau_table",
+            "scale_numbers",
+            "specific_numbers",
+            "specificity",
+            "stair_numbers",
+            "target_table",
+        ),
+        "runs": (
+            "Results",
+            "decoder",
+            "first_gradient",
+            "first_step",
+            "fixed_windows",
+            "instances",
+            "log_at",
+            "main_run",
+            "read_run",
+            "run_title",
+            "train_run",
+        ),
+        "smollm2": (
+            "readout as smollm2_readout",
+            "readout_numbers as smollm2_numbers",
+            "readout_table as smollm2_table",
+        ),
+        "targets": (
+            "LOADERS",
+            "TITLE",
+            "Run",
+            "chain_orders",
+            "chain_stream",
+            "corpus_data",
+            "orthogonal",
+            "other_residual",
+            "residual_names",
+            "semipartial_agreement",
+            "skip2_ceiling",
+            "stair_k",
+            "target_names",
+            "targets",
+            "unigram_stream",
+        ),
+    },
 )
 
 CHAPTER = "05_real_language_models"

@@ -21,63 +21,78 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import ChapterConfig, SubConfig
-from .claims import ledger
-from .design import (
-    A4,
-    ARMS,
-    ORDER,
-    SEQ_LEN,
-    SHORT,
-    TWIN_SHORT,
-    TWINS,
-    best_accuracy_without_gate,
-    critical_pairs,
-    e1_tasks,
-    eval_sets,
-    inits,
-    pair_masks,
-    reasoning_part,
-    signature_tv,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "design": (
+            "A4",
+            "ARMS",
+            "ORDER",
+            "SEQ_LEN",
+            "SHORT",
+            "TWIN_SHORT",
+            "TWINS",
+            "best_accuracy_without_gate",
+            "critical_pairs",
+            "e1_tasks",
+            "eval_sets",
+            "inits",
+            "pair_masks",
+            "reasoning_part",
+            "signature_tv",
+        ),
+        "figures": (
+            "fig_e1_curves",
+            "fig_e2_geometry",
+            "fig_e3_transplants",
+            "fig_e4_injection",
+        ),
+        "injection": (
+            "e4_numbers",
+            "e4_rows",
+            "every_seed",
+            "injection_helps",
+            "reach_steps",
+            "read_e4",
+            "signature_R",
+            "stays_above_from",
+        ),
+        "readings": (
+            "design_table",
+            "e1_numbers",
+            "e1_table",
+            "e2_numbers",
+            "e2_table",
+            "early_pair_cosines",
+            "pair_cosine_numbers",
+            "pair_cosine_table",
+            "per_seed",
+            "plateau_numbers",
+            "read_e2",
+            "slowdown_table",
+            "slowdowns",
+            "t1_geometry",
+            "t3_plateau",
+            "twin_design",
+        ),
+        "runs": (
+            "pair_cosine",
+            "per_task_accuracy",
+            "run_e1",
+            "run_e3",
+            "run_e4",
+            "transplants",
+        ),
+        "transplant": (
+            "e3_numbers",
+            "e3_rows",
+            "read_e3",
+        ),
+    },
 )
-from .figures import fig_e1_curves, fig_e2_geometry, fig_e3_transplants, fig_e4_injection
-from .injection import (
-    e4_numbers,
-    e4_rows,
-    every_seed,
-    injection_helps,
-    reach_steps,
-    read_e4,
-    signature_R,
-    stays_above_from,
-)
-from .readings import (
-    design_table,
-    e1_numbers,
-    e1_table,
-    e2_numbers,
-    e2_table,
-    early_pair_cosines,
-    pair_cosine_numbers,
-    pair_cosine_table,
-    per_seed,
-    plateau_numbers,
-    read_e2,
-    slowdown_table,
-    slowdowns,
-    t1_geometry,
-    t3_plateau,
-    twin_design,
-)
-from .runs import (
-    pair_cosine,
-    per_task_accuracy,
-    run_e1,
-    run_e3,
-    run_e4,
-    transplants,
-)
-from .transplant import e3_numbers, e3_rows, read_e3
 
 CHAPTER = "06_embeddings_matter"
 

@@ -22,58 +22,78 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import ChapterConfig, SubConfig
-from .claims import MEASURED, findings_table, ledger
-from .exponents import PREDICTED, exponent_table, read_theory, theory_numbers
-from .figures import (
-    ARM_COLOR,
-    QK_COLOR,
-    fig_curves,
-    fig_diverge,
-    fig_escape,
-    fig_shakespeare,
-    fig_suppression,
-    fig_theory,
-    fig_tradeoff,
-)
-from .readings import (
-    climbed,
-    control_setup_numbers,
-    control_table,
-    control_trend,
-    converged_counts,
-    convergence_numbers,
-    failed_table,
-    instance_table,
-    read_controls,
-    read_failures,
-    read_matched,
-    staircase_numbers,
-    suppression_numbers,
-    sweep_numbers,
-    trend_table,
-    trend_tests,
-)
-from .runs import (
-    ARM_NAME,
-    ARMS,
-    Controls,
-    Runs,
-    attention_model,
-    rate_sweep,
-    run_controls,
-    run_rates,
-    staircase_config,
-    train_rates,
-)
-from .shakespeare import read_shakespeare, shakespeare_run, shakespeare_stream, skip_onsets
-from .summary import (
-    POSITIONS,
-    exponent,
-    failed_instances,
-    per_instance_table,
-    stair_summary,
-    where_counted,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": (
+            "MEASURED",
+            "findings_table",
+            "ledger",
+        ),
+        "exponents": (
+            "PREDICTED",
+            "exponent_table",
+            "read_theory",
+            "theory_numbers",
+        ),
+        "figures": (
+            "ARM_COLOR",
+            "QK_COLOR",
+            "fig_curves",
+            "fig_diverge",
+            "fig_escape",
+            "fig_shakespeare",
+            "fig_suppression",
+            "fig_theory",
+            "fig_tradeoff",
+        ),
+        "readings": (
+            "climbed",
+            "control_setup_numbers",
+            "control_table",
+            "control_trend",
+            "converged_counts",
+            "convergence_numbers",
+            "failed_table",
+            "instance_table",
+            "read_controls",
+            "read_failures",
+            "read_matched",
+            "staircase_numbers",
+            "suppression_numbers",
+            "sweep_numbers",
+            "trend_table",
+            "trend_tests",
+        ),
+        "runs": (
+            "ARM_NAME",
+            "ARMS",
+            "Controls",
+            "Runs",
+            "attention_model",
+            "rate_sweep",
+            "run_controls",
+            "run_rates",
+            "staircase_config",
+            "train_rates",
+        ),
+        "shakespeare": (
+            "read_shakespeare",
+            "shakespeare_run",
+            "shakespeare_stream",
+            "skip_onsets",
+        ),
+        "summary": (
+            "POSITIONS",
+            "exponent",
+            "failed_instances",
+            "per_instance_table",
+            "stair_summary",
+            "where_counted",
+        ),
+    },
 )
 
 CHAPTER = "09_qk_rate_and_the_staircase"

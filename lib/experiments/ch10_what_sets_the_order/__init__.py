@@ -17,26 +17,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, SubConfig
-from .claims import ledger
-from .figures import fig_order_diagram, fig_stair_time
-from .readings import (
-    boundary_reading,
-    diagram_rows,
-    equal_strength_lead,
-    lazy_numbers,
-    lazy_reading,
-    order0_in_time,
-    time_resolved,
-)
-from .runs import (
-    ARMS,
-    boundaries,
-    chapter2_task,
-    competing_runs,
-    grid,
-    lazy_runs,
-    relative_change,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "figures": (
+            "fig_order_diagram",
+            "fig_stair_time",
+        ),
+        "readings": (
+            "boundary_reading",
+            "diagram_rows",
+            "equal_strength_lead",
+            "lazy_numbers",
+            "lazy_reading",
+            "order0_in_time",
+            "time_resolved",
+        ),
+        "runs": (
+            "ARMS",
+            "boundaries",
+            "chapter2_task",
+            "competing_runs",
+            "grid",
+            "lazy_runs",
+            "relative_change",
+        ),
+    },
 )
 
 __all__ = [

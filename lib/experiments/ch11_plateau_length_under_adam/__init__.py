@@ -20,25 +20,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig
-from .claims import ledger
-from .figures import fig_gamma_law
-from .prediction import (
-    escapes_on_grid,
-    gd_escapes,
-    initial_contrast,
-    linear_arms,
-    linear_numbers,
-    linear_readings,
-    linear_table,
-    lr_numbers,
-    lr_table,
-    measured_seed_law,
-    prediction_numbers,
-    prediction_table,
+from .. import ChapterConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "figures": ("fig_gamma_law",),
+        "prediction": (
+            "escapes_on_grid",
+            "gd_escapes",
+            "initial_contrast",
+            "linear_arms",
+            "linear_numbers",
+            "linear_readings",
+            "linear_table",
+            "lr_numbers",
+            "lr_table",
+            "measured_seed_law",
+            "prediction_numbers",
+            "prediction_table",
+        ),
+        "probe": (
+            "Arms",
+            "Probe",
+            "run_probe",
+        ),
+        "readings": (
+            "escape_speedup",
+            "phase_numbers",
+            "phase_readings",
+            "phase_table",
+            "sigma_symmetry",
+        ),
+    },
 )
-from .probe import Arms, Probe, run_probe
-from .readings import escape_speedup, phase_numbers, phase_readings, phase_table, sigma_symmetry
 
 CHAPTER = "11_plateau_length_under_adam"
 

@@ -22,53 +22,64 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import ChapterConfig, SubConfig
-from .claims import ledger
-from .figures import fig_escape
-from .model import (
-    GATE,
-    KEY,
-    OTHER,
-    arm_callbacks,
-    bit_accuracy,
-    contrast_formula,
-    derivation_checks,
-    excess_loss,
-    first_step,
-    init_params,
-    model,
-    readout_row,
-    task,
-    trapped_flag,
+from .. import ChapterConfig, SubConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "claims": ("ledger",),
+        "figures": ("fig_escape",),
+        "model": (
+            "GATE",
+            "KEY",
+            "OTHER",
+            "arm_callbacks",
+            "bit_accuracy",
+            "contrast_formula",
+            "derivation_checks",
+            "excess_loss",
+            "first_step",
+            "init_params",
+            "model",
+            "readout_row",
+            "task",
+            "trapped_flag",
+        ),
+        "ratio": (
+            "attention_before_gates",
+            "ratio_indices",
+            "ratio_numbers",
+            "ratio_rows",
+            "ratio_settings",
+            "ratio_summary",
+            "ratio_sweep",
+            "run_ratios",
+            "train_ratios",
+        ),
+        "readings": (
+            "arm_settings",
+            "escape_numbers",
+            "escape_rows",
+            "lock_numbers",
+            "lock_rows",
+            "order_numbers",
+            "order_rows",
+            "probe_groups",
+            "probe_numbers",
+            "probe_rows",
+            "rate",
+            "setup_numbers",
+            "task_numbers",
+            "words",
+        ),
+        "trap": (
+            "base_cell",
+            "trap_cells",
+            "trap_numbers",
+            "trap_rows",
+        ),
+    },
 )
-from .ratio import (
-    attention_before_gates,
-    ratio_indices,
-    ratio_numbers,
-    ratio_rows,
-    ratio_settings,
-    ratio_summary,
-    ratio_sweep,
-    run_ratios,
-    train_ratios,
-)
-from .readings import (
-    arm_settings,
-    escape_numbers,
-    escape_rows,
-    lock_numbers,
-    lock_rows,
-    order_numbers,
-    order_rows,
-    probe_groups,
-    probe_numbers,
-    probe_rows,
-    rate,
-    setup_numbers,
-    task_numbers,
-    words,
-)
-from .trap import base_cell, trap_cells, trap_numbers, trap_rows
 
 __all__ = [
     "CHAPTER",

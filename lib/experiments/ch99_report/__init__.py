@@ -16,35 +16,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig
-from .figures import (
-    SHARPENING_CHAPTER,
-    STAIRCASE_CHAPTER,
-    book_figure,
-    not_drawn_figure,
-    opening_figure,
-    status_figure,
-)
-from .gather import (
-    Gathered,
-    changed_table,
-    chapter_folds,
-    chapter_title,
-    failed_chapters,
-    gather,
-    run_line,
-    verdict_glue,
-)
-from .headlines import (
-    ABSTRACT,
-    FIG2_PANELS,
-    HEADLINES,
-    NOT_RUN,
-    OURS,
-    Headline,
-    headline_glue,
-    headline_rows,
-    headlines,
+from .. import ChapterConfig, lazy_exports
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "figures": (
+            "SHARPENING_CHAPTER",
+            "STAIRCASE_CHAPTER",
+            "book_figure",
+            "not_drawn_figure",
+            "opening_figure",
+            "status_figure",
+        ),
+        "gather": (
+            "Gathered",
+            "changed_table",
+            "chapter_folds",
+            "chapter_title",
+            "failed_chapters",
+            "gather",
+            "run_line",
+            "verdict_glue",
+        ),
+        "headlines": (
+            "ABSTRACT",
+            "FIG2_PANELS",
+            "HEADLINES",
+            "NOT_RUN",
+            "OURS",
+            "Headline",
+            "headline_glue",
+            "headline_rows",
+            "headlines",
+        ),
+    },
 )
 
 __all__ = [
