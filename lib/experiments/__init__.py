@@ -32,8 +32,8 @@ Beside the chapters' packages: ``settings`` (a reader's own settings for ``make 
 ``expansion`` (the configuration the two expansion chapters share), ``flow_figures``
 (the figure layout those two chapters share), ``staircase_runs``
 (the staircase's batched training runs, which four chapters share), and the QK/OV
-chapters' shared runs and readings, ``qkov_training``, ``qkov_readings`` and
-``qkov_official`` (the official code's saved outputs); Chapter 12's arms and escape times,
+chapters' shared settings, runs and readings, ``qkov_settings``, ``qkov_training``,
+``qkov_readings`` and ``qkov_official`` (the official code's saved outputs); Chapter 12's arms and escape times,
 ``selective_escape``, and its distractor trap, ``selective_trap``; Chapter 5's readings
 of its real-text runs (stairs over k, chain controls, order test), ``real_lm_stairs``.
 

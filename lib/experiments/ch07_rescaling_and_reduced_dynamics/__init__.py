@@ -29,7 +29,7 @@ The model (single-query attention with collapsed or factorized circuits) is
 The equal-rate Scan-and-Snap runs of this chapter (FAFO, FACO, CAFO) are those of Chapter
 8, trained once for both (:func:`lib.experiments.qkov_training.equal_rate_runs`): both
 chapters' ``Config`` hold the same group of settings,
-:class:`lib.experiments.qkov_training.ScanSnapRuns`, as ``runs``.
+:class:`lib.experiments.qkov_settings.ScanSnapRuns`, as ``runs``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ChapterConfig
-from ..qkov_training import SCAN_SNAP_OVERRIDES, ScanSnapRuns
+from ..qkov_settings import SCAN_SNAP_OVERRIDES, ScanSnapRuns
 
 CHAPTER = "07_rescaling_and_reduced_dynamics"
 
@@ -47,7 +47,7 @@ class Config(ChapterConfig):
     """Chapter 7 at book scale.
 
     runs: the equal-rate Scan-and-Snap runs (``sec-qkov-rescaling``), the group of settings
-        Chapter 8 holds too (:class:`lib.experiments.qkov_training.ScanSnapRuns`): the init
+        Chapter 8 holds too (:class:`lib.experiments.qkov_settings.ScanSnapRuns`): the init
         rate, the SGD rate, the seeds, the lengths of the runs.
     ode_r_grid: the official README's ratios r = eta_QK/eta_OV of the reduced ODE
         (``sec-qkov-reduced``).

