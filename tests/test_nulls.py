@@ -86,9 +86,9 @@ def test_floor_of_reads_the_peak_over_steps_and_ignores_nan():
 def test_label_null_permutes_whole_labels_for_order_0_and_blocks_above():
     seen = []
 
-    def targets(data, layout):
+    def targets(data, layout, **reuse):
         seen.append(data.y.clone())
-        return st.parity_targets(data, layout)
+        return st.parity_targets(data, layout, **reuse)
 
     st.label_null(DATA, LAY, n_perm=4, seed=2, targets=targets)
     y, B = DATA.y, LAY.block

@@ -93,7 +93,20 @@ def _one_hot(t: torch.Tensor, values: Sequence[int]) -> torch.Tensor:
     return (t[:, None] == torch.as_tensor(list(values))[None, :]).double()
 
 
-def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, pairs=None):
+def _context(X, s: int, gate_pos, gates, pair_pos, pairs):
+    """What :func:`order_targets` reads of token ``s`` that no label changes: the sequences
+    that hold it, and the centred one-hots of its gate (and of its pair of gates)."""
+    rows = (X == s).any(1)
+    G = _one_hot(X[rows, gate_pos], gates)
+    if pair_pos is None:
+        return rows, G - G.mean(0), None, None
+    H = _one_hot(X[rows, pair_pos[0]], pairs[0])
+    K = _one_hot(X[rows, pair_pos[1]], pairs[1])
+    return rows, G - G.mean(0), H - H.mean(0), K - K.mean(0)
+
+
+def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, pairs=None,
+                  orders=None, memo: dict | None = None) -> OrderTargets:  # fmt: skip
     r"""Order-0/1/2 signatures of ``tokens`` counted on ``(X, y)``, mean row removed.
 
     For a tracked token ``s`` (expectations over the sequences that contain it):
@@ -109,23 +122,27 @@ def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, p
 
     Each signature then has its mean row over ``tokens`` removed, as the embedding
     increment has (both sides of :math:`R_{\cos}` centred the same way).
+
+    ``orders`` (default: all) counts only those orders; ``memo``, a dict that calls on the
+    same ``X`` share (:func:`label_null`'s permutations), keeps what does not depend on
+    ``y`` from the first of them.
     """
     X, y = torch.as_tensor(X), torch.as_tensor(y)
     labels = range(n_labels)
-    phis: dict = {0: [], 1: []}
-    if pair_pos is not None:
-        phis[2] = []
-    for s in tokens:
-        rows = (X == s).any(1)
+    every = (0, 1) if pair_pos is None else (0, 1, 2)
+    phis: dict = {o: [] for o in every if orders is None or o in orders}
+    memo = {} if memo is None else memo
+    if "contexts" not in memo:
+        memo["contexts"] = [_context(X, s, gate_pos, gates, pair_pos, pairs) for s in tokens]
+    for rows, Gc, Hc, Kc in memo["contexts"]:
         Y = _one_hot(y[rows], labels)
-        Yc = Y - Y.mean(0)
-        G = _one_hot(X[rows, gate_pos], gates)
-        phis[0].append(Y.mean(0))
-        phis[1].append(((G - G.mean(0)).T @ Yc / len(Y)).flatten())
-        if pair_pos is not None:
-            H = _one_hot(X[rows, pair_pos[0]], pairs[0])
-            K = _one_hot(X[rows, pair_pos[1]], pairs[1])
-            Hc, Kc = H - H.mean(0), K - K.mean(0)
+        if 0 in phis:
+            phis[0].append(Y.mean(0))
+        if 1 in phis or 2 in phis:
+            Yc = Y - Y.mean(0)
+        if 1 in phis:
+            phis[1].append((Gc.T @ Yc / len(Y)).flatten())
+        if 2 in phis:
             phis[2].append(torch.einsum("nh,nk,ny->hky", Hc, Kc, Yc).flatten() / len(Y))
     out = {}
     for o, rows in phis.items():
@@ -134,8 +151,9 @@ def order_targets(X, y, n_labels: int, tokens, gate_pos, gates, pair_pos=None, p
     return OrderTargets(tuple(int(t) for t in tokens), out)
 
 
-def parity_targets(data, layout) -> OrderTargets:
-    """:func:`order_targets` of the anchors of :func:`lib.data.tasks.gated_parity_bits`."""
+def parity_targets(data, layout, **reuse) -> OrderTargets:
+    """:func:`order_targets` of the anchors of :func:`lib.data.tasks.gated_parity_bits`
+    (``reuse``: its ``orders`` and ``memo``)."""
     L = data.X.shape[1]
     pair = (2, 3) if layout.h else None
     return order_targets(
@@ -147,14 +165,15 @@ def parity_targets(data, layout) -> OrderTargets:
         layout.gates,
         pair,
         (layout.h, layout.k) if layout.h else None,
+        **reuse,
     )
 
 
-def selective_targets(data, layout) -> OrderTargets:
+def selective_targets(data, layout, **reuse) -> OrderTargets:
     """:func:`order_targets` of the anchors of :func:`lib.data.tasks.selective_parity_bits`: order 1
     is the interaction with the gate at the counting position (just before the anchor)."""
     return order_targets(
-        data.X, data.y, data.n_labels, layout.anchors, layout.gate_pos, layout.gates
+        data.X, data.y, data.n_labels, layout.anchors, layout.gate_pos, layout.gates, **reuse
     )
 
 
@@ -166,13 +185,18 @@ def label_null(data, layout, n_perm: int, seed: int = 0, targets=parity_targets)
     read against the label *blocks* permuted (``y mod B`` kept, ``y div B`` permuted,
     ``B = layout.block``): every bit loses its link to the context while each label's
     order-0 part stays where it was, so the null of a higher order keeps the order-0
-    geometry that its partial R controls for (a conditional permutation test).
+    geometry that its partial R controls for (a conditional permutation test). Each
+    permutation counts only the orders it is read for, and the sequences are read once
+    (``targets`` takes ``orders`` and ``memo``, as :func:`order_targets`).
     """
     y, B = torch.as_tensor(data.y), int(layout.block)
-    of = lambda labels: targets(dataclasses.replace(data, y=labels), layout).phis
+    memo: dict = {}
+    of = lambda labels, orders=None: (
+        targets(dataclasses.replace(data, y=labels), layout, orders=orders, memo=memo).phis
+    )
     whole = permuted_labels(y, n_perm, seed)
     blocks = [y % B + B * yb for yb in permuted_labels(y // B, n_perm, seed + 1)]
-    permuted = [{0: of(a)[0]} | {o: p for o, p in of(b).items() if o > 0}
+    permuted = [{0: of(a, (0,))[0]} | of(b, (1, 2))
                 for a, b in zip(whole, blocks, strict=True)]  # fmt: skip
     return PermutationNull(of(y), permuted)
 
