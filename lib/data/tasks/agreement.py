@@ -64,18 +64,18 @@ def agreement_batch(
     subj = torch.zeros(n, dtype=torch.int64)
     k = ri(max_attractors + 1, (n,))
     mism = torch.zeros(n, dtype=torch.int64)
-    adj, nouns, preps = torch.tensor(A.ADJ), torch.tensor(A.SING + A.PLUR), torch.tensor(A.PREP)
-    n_lemma = len(A.SING)
-    for i in range(n):  # sentences are short; a loop keeps the grammar readable
-        toks = [A.THE] + adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
+    nouns, n_lemma = A.SING + A.PLUR, len(A.SING)
+    for i, (number, n_attr) in enumerate(zip(y.tolist(), k.tolist(), strict=True)):
+        # sentences are short; a loop keeps the grammar readable
+        toks = [A.THE] + [A.ADJ[j] for j in ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),)).tolist()]
         subj[i] = len(toks)
-        toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * int(y[i])]))
-        for _ in range(int(k[i])):
+        toks.append(nouns[int(ri(n_lemma, (1,))) + n_lemma * number])
+        for _ in range(n_attr):
             flip = bool(torch.rand(1, generator=gen) < p_mismatch)
-            num = int(y[i]) ^ int(flip)
+            num = number ^ int(flip)
             mism[i] += int(flip)
-            toks += [int(preps[int(ri(len(A.PREP), (1,)))]), A.THE]
-            toks += adj[ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),))].tolist()
-            toks.append(int(nouns[int(ri(n_lemma, (1,))) + n_lemma * num]))
+            toks += [A.PREP[int(ri(len(A.PREP), (1,)))], A.THE]
+            toks += [A.ADJ[j] for j in ri(len(A.ADJ), (int(ri(max_adj + 1, (1,))),)).tolist()]
+            toks.append(nouns[int(ri(n_lemma, (1,))) + n_lemma * num])
         X[i, : len(toks)] = torch.tensor(toks)
     return AgreementBatch(X, y, subj, k, mism)
