@@ -229,3 +229,31 @@ def test_a_group_of_settings_is_checked_overridden_and_tried_by_its_dotted_name(
         with pytest.raises(ConfigError, match="^[^\n]*$") as err:
             apply_settings(cfg, parse_settings(text))
         assert says in str(err.value), str(err.value)
+
+
+def test_a_try_checks_its_settings_without_importing_the_chapters_code():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\nfrom lib.experiments import config, modules\n"
+        "[config(m, s) for m in modules().values() for s in ('ci', 'book')]\n"
+        "print(sorted(n for n in ('torch', 'numpy', 'matplotlib', 'scipy') if n in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    found = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                           text=True, check=True).stdout  # fmt: skip
+    assert found.strip() == "[]"
+
+
+def test_a_chapters_names_load_when_read_and_win_over_its_modules_of_the_same_name():
+    import types
+
+    from lib.experiments import ch12_attention_that_learns as ex
+    from lib.experiments.ch12_attention_that_learns import ratio  # it imports the module `model`
+
+    assert ratio.model is ex.model and not isinstance(ex.model, types.ModuleType)
+    assert ex.readings.__name__ == f"{ex.__name__}.readings" and "fig_escape" in dir(ex)
+    with pytest.raises(AttributeError, match="no attribute 'nowhere'"):
+        ex.nowhere  # noqa: B018
