@@ -10,6 +10,7 @@ from ...book.page import interval, listing, share
 from ...data import corpora
 from ...measure import lm, statistics
 from .. import real_lm_stairs as rd
+from . import runs
 from .runs import instances, log_at
 from .targets import TITLE, chain_orders, other_residual, skip2_ceiling, stair_k
 
@@ -96,7 +97,7 @@ def control_table(cfg, res) -> list[dict]:
                 "positive: order-k chain climbs its own": of_n(
                     res.positive[k].sum(), len(cfg.seeds)
                 ),
-                "learned: its loss − order-(k−1)'s (nats)": page.MISSING
+                "learned: Δ loss (nats)": page.MISSING
                 if res.learned[k] is None
                 else page.value_range(res.learned[k], "{:+.3f}"),
                 "negative: order-(k-1) chain's max z": page.per_seed_text(
@@ -114,31 +115,34 @@ def learned_text(cfg, res) -> str:
     model's, :func:`lib.experiments.ch05_real_language_models.runs.learned`) though its
     embedding does not show them in every seed."""
     n = len(cfg.seeds)
-    parts, all_learned = [], True
+    parts, all_learned, deeper = [], True, True
     for k in (k for k in res.ks if k > res.k_res):
         d = res.learned[k]
         if d is None:
             all_learned = False
             continue
         below = f"the order-{k - 1} chain's model's"
+        half = runs.learned(res.hist, res.inst, k, step=res.steps[-1] // 2)
         loss = (
-            f"its loss on that chain's windows {page.value_range(-d, '{:.3f}')} nats below {below}"
+            f"its loss on that chain's windows {page.value_range(-d, '{:.3f}')} nats below "
+            f"{below} at the end, {page.value_range(-half, '{:.3f}')} at half the run"
             if (d < 0).all()
             else f"its loss on that chain's windows minus {below}: "
             f"{page.value_range(d, '{:+.3f}')} nats"
         )
         parts.append(
-            f"the order-{k} chain's model learned its chain's order-{k} statistics in "
+            f"the order-{k} chain's model learned order-{k} statistics of its chain in "
             f"{of_n((d < 0).sum(), n)} ({loss}), yet its "
             f"embedding shows stair {k} in {of_n(res.positive[k].sum(), n)}"
         )
         all_learned &= bool((d < 0).all())
+        deeper &= bool(np.mean(d) < np.mean(half))
     if not parts:
         return "every stair it reads is resolved"
     why = (
-        "so at this scale the reading of the embedding, not the models' learning, sets the "
-        "resolution: a model can learn these statistics without its token embedding showing "
-        "them"
+        "so at this scale the reading of the embedding, not whether the models learn, sets "
+        f"the resolution: a model learns these statistics{', more as it trains,' if deeper else ''} "
+        "without its token embedding showing them in every seed"
         if all_learned
         else "where a model has not learned them, the run is too short or the model too small "
         "for that stair"

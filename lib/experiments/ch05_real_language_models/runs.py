@@ -206,16 +206,16 @@ class Results:
         return self.hist.steps
 
 
-def learned(hist, inst: Instances, k: int) -> np.ndarray | None:
+def learned(hist, inst: Instances, k: int, step: int | None = None) -> np.ndarray | None:
     """Per seed, the order-k chain's model's loss on windows of its own chain minus the
-    order-(k-1) chain's model's loss on the same windows (nats; the last log). Below zero:
-    the model learned the order-k statistics that its positive control reads. None where
-    either model or the windows are not in the run."""
+    order-(k-1) chain's model's loss on the same windows (nats; at the last log, or at the
+    log nearest ``step``). Below zero: the model learned order-k statistics that its
+    positive control reads. None where either model or the windows are not in the run."""
     name = f"chain_loss{k}"
     sources = set(inst["source"])
     if name not in hist.metrics or not {f"markov{k}", f"markov{k - 1}"} <= sources:
         return None
-    loss = hist[name][-1]
+    loss = hist[name][-1] if step is None else hist.at(name, step)
     return loss[inst.index(source=f"markov{k}")] - loss[inst.index(source=f"markov{k - 1}")]
 
 
