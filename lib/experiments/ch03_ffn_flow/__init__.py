@@ -20,85 +20,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import SubConfig, lazy_exports
+from .. import SubConfig, exported, lazy_exports
 from ..expansion import CI_OVERRIDES, ExpansionCheck
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "callbacks": (
-            "escape_callback",
-            "escape_slopes",
-            "escape_steps",
-            "exchange_pairs",
-            "handover_callback",
-            "seed_asymmetry",
-        ),
-        "claims": ("record_claims",),
-        "figures": (
-            "fig_escape",
-            "fig_handover",
-            "fig_init_expansion",
-            "fig_linear_modes",
-        ),
-        "readings": (
-            "escape_numbers",
-            "escape_settings",
-            "escape_table",
-            "gram_numbers",
-            "handover_numbers",
-            "init_numbers",
-            "init_table",
-            "linear_numbers",
-            "linear_table",
-            "scaling_numbers",
-            "task_numbers",
-        ),
-        "runs": (
-            "init_check",
-            "predict_escapes",
-            "run_escape",
-            "run_handover",
-            "run_linear",
-            "scaling_test",
-            "t3_task",
-        ),
-    },
-)
+EXPORTS = {
+    "callbacks": (
+        "escape_callback",
+        "escape_slopes",
+        "escape_steps",
+        "exchange_pairs",
+        "handover_callback",
+        "seed_asymmetry",
+    ),
+    "claims": ("record_claims",),
+    "figures": (
+        "fig_escape",
+        "fig_handover",
+        "fig_init_expansion",
+        "fig_linear_modes",
+    ),
+    "readings": (
+        "escape_numbers",
+        "escape_settings",
+        "escape_table",
+        "gram_numbers",
+        "handover_numbers",
+        "init_numbers",
+        "init_table",
+        "linear_numbers",
+        "linear_table",
+        "scaling_numbers",
+        "task_numbers",
+    ),
+    "runs": (
+        "init_check",
+        "predict_escapes",
+        "run_escape",
+        "run_handover",
+        "run_linear",
+        "scaling_test",
+        "t3_task",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
 
 __all__ = [
     "CHAPTER",
     "Config",
     "OVERRIDES",
-    "escape_callback",
-    "escape_numbers",
-    "escape_settings",
-    "escape_slopes",
-    "escape_steps",
-    "escape_table",
-    "exchange_pairs",
-    "fig_escape",
-    "fig_handover",
-    "fig_init_expansion",
-    "fig_linear_modes",
-    "gram_numbers",
-    "handover_callback",
-    "handover_numbers",
-    "init_check",
-    "init_numbers",
-    "init_table",
-    "linear_numbers",
-    "linear_table",
-    "predict_escapes",
-    "record_claims",
-    "run_escape",
-    "run_handover",
-    "run_linear",
-    "scaling_numbers",
-    "scaling_test",
-    "seed_asymmetry",
-    "t3_task",
-    "task_numbers",
+    *exported(EXPORTS),
 ]
 
 CHAPTER = "03_ffn_flow"

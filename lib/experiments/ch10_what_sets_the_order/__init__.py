@@ -17,58 +17,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, SubConfig, lazy_exports
+from .. import ChapterConfig, SubConfig, exported, lazy_exports
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "claims": ("ledger",),
-        "figures": (
-            "fig_order_diagram",
-            "fig_stair_time",
-        ),
-        "readings": (
-            "boundary_reading",
-            "diagram_rows",
-            "equal_strength_lead",
-            "lazy_numbers",
-            "lazy_reading",
-            "order0_in_time",
-            "time_resolved",
-        ),
-        "runs": (
-            "ARMS",
-            "boundaries",
-            "chapter2_task",
-            "competing_runs",
-            "grid",
-            "lazy_runs",
-            "relative_change",
-        ),
-    },
-)
+EXPORTS = {
+    "claims": ("ledger",),
+    "figures": (
+        "fig_order_diagram",
+        "fig_stair_time",
+    ),
+    "readings": (
+        "boundary_reading",
+        "diagram_rows",
+        "equal_strength_lead",
+        "lazy_numbers",
+        "lazy_reading",
+        "order0_in_time",
+        "time_resolved",
+    ),
+    "runs": (
+        "ARMS",
+        "boundaries",
+        "chapter2_task",
+        "competing_runs",
+        "grid",
+        "lazy_runs",
+        "relative_change",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
 
 __all__ = [
-    "ARMS",
     "CHAPTER",
     "Config",
     "OVERRIDES",
-    "boundaries",
-    "boundary_reading",
-    "chapter2_task",
-    "competing_runs",
-    "diagram_rows",
-    "equal_strength_lead",
-    "fig_order_diagram",
-    "fig_stair_time",
-    "grid",
-    "lazy_numbers",
-    "lazy_reading",
-    "lazy_runs",
-    "ledger",
-    "order0_in_time",
-    "relative_change",
-    "time_resolved",
+    *exported(EXPORTS),
 ]
 
 CHAPTER = "10_what_sets_the_order"

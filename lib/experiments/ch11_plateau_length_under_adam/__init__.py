@@ -20,41 +20,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, lazy_exports
+from .. import ChapterConfig, exported, lazy_exports
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "claims": ("ledger",),
-        "figures": ("fig_gamma_law",),
-        "prediction": (
-            "escapes_on_grid",
-            "gd_escapes",
-            "initial_contrast",
-            "linear_arms",
-            "linear_numbers",
-            "linear_readings",
-            "linear_table",
-            "lr_numbers",
-            "lr_table",
-            "measured_seed_law",
-            "prediction_numbers",
-            "prediction_table",
-        ),
-        "probe": (
-            "Arms",
-            "Probe",
-            "run_probe",
-        ),
-        "readings": (
-            "escape_speedup",
-            "phase_numbers",
-            "phase_readings",
-            "phase_table",
-            "sigma_symmetry",
-        ),
-    },
-)
+EXPORTS = {
+    "claims": ("ledger",),
+    "figures": ("fig_gamma_law",),
+    "prediction": (
+        "escapes_on_grid",
+        "gd_escapes",
+        "initial_contrast",
+        "linear_arms",
+        "linear_numbers",
+        "linear_readings",
+        "linear_table",
+        "lr_numbers",
+        "lr_table",
+        "measured_seed_law",
+        "prediction_numbers",
+        "prediction_table",
+    ),
+    "probe": (
+        "Arms",
+        "Probe",
+        "run_probe",
+    ),
+    "readings": (
+        "escape_speedup",
+        "phase_numbers",
+        "phase_readings",
+        "phase_table",
+        "sigma_symmetry",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
 
 CHAPTER = "11_plateau_length_under_adam"
 
@@ -95,26 +93,5 @@ __all__ = [
     "CHAPTER",
     "Config",
     "OVERRIDES",
-    "Arms",
-    "Probe",
-    "run_probe",
-    "ledger",
-    "fig_gamma_law",
-    "escapes_on_grid",
-    "gd_escapes",
-    "initial_contrast",
-    "linear_arms",
-    "linear_numbers",
-    "linear_readings",
-    "linear_table",
-    "lr_numbers",
-    "lr_table",
-    "measured_seed_law",
-    "prediction_numbers",
-    "prediction_table",
-    "escape_speedup",
-    "phase_numbers",
-    "phase_readings",
-    "phase_table",
-    "sigma_symmetry",
+    *exported(EXPORTS),
 ]

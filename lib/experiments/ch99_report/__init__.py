@@ -16,70 +16,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ChapterConfig, lazy_exports
+from .. import ChapterConfig, exported, lazy_exports
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "figures": (
-            "SHARPENING_CHAPTER",
-            "STAIRCASE_CHAPTER",
-            "book_figure",
-            "not_drawn_figure",
-            "opening_figure",
-            "status_figure",
-        ),
-        "gather": (
-            "Gathered",
-            "changed_table",
-            "chapter_folds",
-            "chapter_title",
-            "failed_chapters",
-            "gather",
-            "run_line",
-            "verdict_glue",
-        ),
-        "headlines": (
-            "ABSTRACT",
-            "FIG2_PANELS",
-            "HEADLINES",
-            "NOT_RUN",
-            "OURS",
-            "Headline",
-            "headline_glue",
-            "headline_rows",
-            "headlines",
-        ),
-    },
-)
+EXPORTS = {
+    "figures": (
+        "SHARPENING_CHAPTER",
+        "STAIRCASE_CHAPTER",
+        "book_figure",
+        "not_drawn_figure",
+        "opening_figure",
+        "status_figure",
+    ),
+    "gather": (
+        "Gathered",
+        "changed_table",
+        "chapter_folds",
+        "chapter_title",
+        "failed_chapters",
+        "gather",
+        "run_line",
+        "verdict_glue",
+    ),
+    "headlines": (
+        "ABSTRACT",
+        "FIG2_PANELS",
+        "HEADLINES",
+        "NOT_RUN",
+        "OURS",
+        "Headline",
+        "headline_glue",
+        "headline_rows",
+        "headlines",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)
 
 __all__ = [
-    "ABSTRACT",
     "CHAPTER",
     "Config",
-    "FIG2_PANELS",
-    "Gathered",
-    "HEADLINES",
-    "Headline",
-    "NOT_RUN",
-    "OURS",
     "OVERRIDES",
-    "SHARPENING_CHAPTER",
-    "STAIRCASE_CHAPTER",
-    "book_figure",
-    "changed_table",
-    "chapter_folds",
-    "chapter_title",
-    "failed_chapters",
-    "gather",
-    "headline_glue",
-    "headline_rows",
-    "headlines",
-    "not_drawn_figure",
-    "opening_figure",
-    "run_line",
-    "status_figure",
-    "verdict_glue",
+    *exported(EXPORTS),
 ]
 
 CHAPTER = "99_report"
