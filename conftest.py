@@ -14,8 +14,7 @@ at the end of ``make test``; before any run, :data:`KNOWN_SECONDS`), the longest
 and handed out one at a time to whichever worker asks (:class:`LongestFirst`), so that the
 long chapters run side by side and the short ones fill the gaps at the end. xdist's
 default scheduler would send each worker two consecutive notebooks at once: the two
-longest to the same worker. The unit and fault tests are handed out the same way, the
-tests that build a book first (:data:`SLOW_FILES`).
+longest to the same worker.
 """
 
 import asyncio.unix_events
@@ -102,23 +101,15 @@ def recorded_seconds(root: Path) -> dict[str, float]:
     return known
 
 
-# The test files whose tests build a book through the Makefile (seconds each; about half
-# of the unit and fault tests' summed time), the longest first: handed out first, they
-# run side by side, and the many short tests fill the gaps at the end.
-SLOW_FILES = ("test_faults_readme", "test_faults", "test_build", "test_faults_signals")
-
-
 def pytest_collection_modifyitems(config, items):
-    """Notebooks first, the longest first, then the tests of :data:`SLOW_FILES`, then the
-    rest (ties keep their order). Every xdist worker sorts the same way, so their
-    collections agree."""
+    """Notebooks first, the longest first (ties and the rest keep their order). Every
+    xdist worker sorts the same way, so their collections agree."""
     notebooks = [it for it in items if it.path.suffix == ".ipynb"]
-    seconds = recorded_seconds(config.rootpath) if len(notebooks) > 1 else {}
+    if len(notebooks) < 2:
+        return
+    seconds = recorded_seconds(config.rootpath)
     notebooks.sort(key=lambda it: -seconds.get(it.path.stem, float("inf")))
-    rest = [it for it in items if it.path.suffix != ".ipynb"]
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
-    rest.sort(key=lambda it: rank.get(it.path.stem, len(rank)))
-    items[:] = notebooks + rest
+    items[:] = notebooks + [it for it in items if it.path.suffix != ".ipynb"]
 
 
 if importlib.util.find_spec("xdist") is not None:

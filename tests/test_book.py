@@ -478,20 +478,3 @@ def test_the_first_build_orders_every_chapter_longest_first():
     for scale in ("ci", "book"):
         assert set(known_seconds(scale)) == stems, scale
     assert known_seconds("paper") == known_seconds("book")
-
-
-def test_the_tests_that_build_a_book_are_handed_out_first():
-    """The unit and fault tests: those of conftest's SLOW_FILES first, in its order, the
-    rest after them in their own order; notebooks before everything."""
-    import importlib.util
-    from types import SimpleNamespace
-
-    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
-    items = [SimpleNamespace(path=Path(f"tests/{name}.py"))
-             for name in ("test_a", "test_build", "test_b", "test_faults_readme", "test_c")]  # fmt: skip
-    items.append(SimpleNamespace(path=Path("nb/01_a.ipynb")))
-    conftest.pytest_collection_modifyitems(SimpleNamespace(rootpath=ROOT), items)
-    order = [it.path.stem for it in items]
-    assert order == ["01_a", "test_faults_readme", "test_build", "test_a", "test_b", "test_c"]
