@@ -145,3 +145,27 @@ def test_learned_pairs_each_chain_model_with_the_one_below_seed_by_seed():
     assert ex.runs.learned(hist, inst, 2) is None  # no order-1 model, no order-2 windows
     cut = engine.History(steps=np.arange(4), metrics={})
     assert ex.runs.learned(cut, inst, 3) is None
+
+
+def test_learned_text_says_which_unresolved_stair_the_reading_limits_and_which_the_run():
+    from types import SimpleNamespace
+
+    cfg = config(ex, "ci")
+    inst = ex.instances(cfg, ["markov2", "markov3", "markov4"])
+    n = len(cfg.seeds)
+    loss = {o: np.full((4, len(inst)), 2.0) for o in (3, 4)}
+    loss[3][:, inst.index(source="markov3")] = [[2.0] * n, [1.97] * n, [1.95] * n, [1.9] * n]
+    hist = engine.History(steps=np.array([0, 10, 20, 40]), metrics={
+        f"chain_loss{o}": v for o, v in loss.items()})  # fmt: skip
+    res = SimpleNamespace(ks=[1, 2, 3, 4], k_res=2, hist=hist, inst=inst, steps=hist.steps,
+                          positive={3: np.array([1, 0, 0]), 4: np.zeros(n, bool)})  # fmt: skip
+    res.learned = {k: ex.runs.learned(hist, inst, k) for k in (3, 4)}
+    text = ex.readings.learned_text(cfg, res)
+    assert "learned order-3 statistics of its chain in 3 of 3 seeds" in text
+    assert "0.100 nats below the order-2 chain's model's at the end, 0.050 at half" in text
+    assert "the reading, not the learning, limits stair 3" in text
+    assert "order-4 statistics of its chain in no seed" in text
+    assert "the run is too short or the model too small for it" in text
+    assert text.endswith(
+        "more as it trains, without its token embedding showing them in every seed"
+    )
