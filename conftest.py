@@ -47,9 +47,9 @@ def _known_seconds() -> dict[str, float]:
 KNOWN_SECONDS = _known_seconds()
 
 
-def _kernels_over_ipc():
+def _kernel_defaults():
     """nbmake's kernels on Unix sockets of their own, not TCP ports that two workers can
-    both be handed (``bookbuild.notebook.kernels_over_ipc``). That module is loaded from its
+    both be handed, and stopped within a second (``bookbuild.notebook.kernel_defaults``). That module is loaded from its
     file, without importing the ``bookbuild`` package, so that this also works where the
     tests copy this file, outside the project."""
     spec = importlib.util.find_spec("bookbuild")
@@ -59,7 +59,7 @@ def _kernels_over_ipc():
     book = importlib.util.spec_from_file_location("_book_notebook", path)
     module = importlib.util.module_from_spec(book)
     book.loader.exec_module(module)
-    module.kernels_over_ipc()
+    module.kernel_defaults()
 
 
 def _remembering(self, sig, callback, *args):
@@ -75,7 +75,7 @@ def _remembering(self, sig, callback, *args):
 
 def pytest_configure(config):
     _loop_cls.add_signal_handler = _remembering
-    _kernels_over_ipc()
+    _kernel_defaults()
 
     def on_sigint(signum, frame):
         _interrupted.append(True)

@@ -394,11 +394,12 @@ def test_kernels_listen_on_unix_sockets_of_their_own(two_workers):
     use Unix sockets with paths of their own."""
     from jupyter_client.manager import AsyncKernelManager, KernelManager
 
-    from bookbuild.notebook import kernels_over_ipc
+    from bookbuild.notebook import SHUTDOWN_WAIT, kernel_defaults
 
-    kernels_over_ipc()
+    kernel_defaults()
     managers = [AsyncKernelManager(), AsyncKernelManager(), KernelManager()]
     assert {m.transport for m in managers} == {"ipc"}
+    assert {m.shutdown_wait_time for m in managers} == {SHUTDOWN_WAIT}
     assert len({m.ip for m in managers}) == 3
     code, out, runs = two_workers
     assert code == 0 and set(runs) == set(SECONDS), out
