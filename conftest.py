@@ -49,9 +49,9 @@ KNOWN_SECONDS = _known_seconds()
 
 def _kernel_defaults():
     """nbmake's kernels on Unix sockets of their own, not TCP ports that two workers can
-    both be handed, and stopped within a second (``bookbuild.notebook.kernel_defaults``). That module is loaded from its
-    file, without importing the ``bookbuild`` package, so that this also works where the
-    tests copy this file, outside the project."""
+    both be handed, and stopped within a second (``bookbuild.notebook.kernel_defaults``).
+    That module is loaded from its file, without importing the ``bookbuild`` package, so
+    that this also works where the tests copy this file, outside the project."""
     spec = importlib.util.find_spec("bookbuild")
     if spec is None or not spec.submodule_search_locations:
         return
