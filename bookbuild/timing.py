@@ -124,8 +124,9 @@ def timings_markdown(root: Path = ROOT, times: Path | None = None,
     lines = ["# Timings", "",
              f"Written by `make bench` on {date} from the last `make test` and `make book` of a "
              f"checkout at commit `{commit}`, on {_machine()}. Two chapters run side by side "
-             "on two cores and slow each other down; this machine's speed varies by 10-20% "
-             "between runs.", ""]  # fmt: skip
+             "on two cores and slow each other down. The machine's speed varies by 10-20% from "
+             "run to run, and by up to 1.6x from day to day: compare timings within one "
+             "table, or rerun the baseline beside them.", ""]  # fmt: skip
     phases = _phases(times)
     ci = {Path(n).stem: (t, o) for f in ("chapters.xml", "report.xml")
           for n, t, o in _junit_cases(times / f)}  # fmt: skip
